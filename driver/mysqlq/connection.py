@@ -1,0 +1,180 @@
+"""Connection strings and MySQLdb connections.
+
+A DSN is a URL as SQLAlchemy parses it::
+
+    mysql://user:password@host:3306/db
+    mysql+mysqldb://user@host/db?unix_socket=/run/mysqld/mysqld.sock
+    mariadb://user@127.0.0.1:3307/db?connect_timeout=5
+
+Special characters in the user name or password are percent-encoded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import MySQLdb
+import MySQLdb.cursors
+from MySQLdb.constants import CLIENT
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from mysqlq.errors import InvalidDSN, translating
+
+__all__ = [
+    "DSN_ENV",
+    "call",
+    "connect",
+    "connect_kwargs",
+    "parse_dsn",
+    "resolve_dsn",
+    "sqlalchemy_url",
+    "with_database",
+]
+
+DSN_ENV = "MYSQLQ_DSN"
+
+_BACKENDS = {"mysql", "mariadb"}
+_DRIVERS = {None, "", "mysqldb"}
+
+# query parameters accepted in a DSN, with their converters
+_QUERY_PARAMS: dict[str, type] = {
+    "unix_socket": str,
+    "charset": str,
+    "connect_timeout": int,
+    "read_timeout": int,
+    "write_timeout": int,
+    "init_command": str,
+}
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
+
+
+def resolve_dsn(dsn: str | None) -> str:
+    """Return ``dsn``, or the environment's ``MYSQLQ_DSN`` when it is empty."""
+    if dsn:
+        return dsn
+    env = os.environ.get(DSN_ENV)
+    if env:
+        return env
+    raise InvalidDSN(f"no DSN given and {DSN_ENV} is not set")
+
+
+def parse_dsn(dsn: str) -> URL:
+    """Parse and validate a DSN; return the SQLAlchemy URL."""
+    try:
+        url = make_url(dsn)
+    except ArgumentError as exc:
+        raise InvalidDSN(f"cannot parse DSN {_redact(dsn)!r}: {exc}") from None
+    backend, _, driver = url.drivername.partition("+")
+    if backend not in _BACKENDS or driver not in _DRIVERS:
+        raise InvalidDSN(
+            f"unsupported DSN scheme {url.drivername!r}: use mysql://, mariadb:// "
+            "or mysql+mysqldb://"
+        )
+    unknown = sorted(set(url.query) - set(_QUERY_PARAMS))
+    if unknown:
+        raise InvalidDSN(
+            f"unsupported DSN parameter(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(_QUERY_PARAMS))}"
+        )
+    return url
+
+
+def connect_kwargs(dsn: str) -> dict[str, Any]:
+    """MySQLdb.connect() keyword arguments for a DSN (no driver defaults added)."""
+    url = parse_dsn(dsn)
+    kwargs: dict[str, Any] = {}
+    if url.host:
+        kwargs["host"] = url.host
+    if url.port:
+        kwargs["port"] = int(url.port)
+    if url.username:
+        kwargs["user"] = url.username
+    if url.password is not None:
+        kwargs["password"] = str(url.password)
+    if url.database:
+        kwargs["database"] = url.database
+    for key, value in url.query.items():
+        if isinstance(value, tuple):
+            value = value[-1]
+        try:
+            kwargs[key] = _QUERY_PARAMS[key](value)
+        except ValueError:
+            raise InvalidDSN(f"bad value for DSN parameter {key}: {value!r}") from None
+    return kwargs
+
+
+def connect(dsn: str | None = None, **kw: Any) -> MySQLdb.connections.Connection:
+    """Open a MySQLdb connection: autocommit, utf8mb4, multi-result capable.
+
+    ``dsn`` defaults to the environment's ``MYSQLQ_DSN``.  Keyword arguments
+    override the DSN's and the defaults (they are passed to ``MySQLdb.connect``).
+    """
+    kwargs: dict[str, Any] = {
+        "charset": "utf8mb4",
+        "autocommit": True,
+        "multi_statements": False,
+    }
+    kwargs.update(connect_kwargs(resolve_dsn(dsn)))
+    kwargs.update(kw)
+    # procedures that return result sets need MULTI_RESULTS
+    kwargs["client_flag"] = kwargs.get("client_flag", 0) | CLIENT.MULTI_RESULTS
+    with translating():
+        return MySQLdb.connect(**kwargs)
+
+
+def sqlalchemy_url(dsn: str) -> str:
+    """The DSN as a SQLAlchemy URL string using the mysqldb driver."""
+    url = parse_dsn(dsn).set(drivername="mysql+mysqldb")
+    if "charset" not in url.query:
+        url = url.update_query_dict({"charset": "utf8mb4"})
+    return url.render_as_string(hide_password=False)
+
+
+def with_database(dsn: str, database: str | None) -> str:
+    """The same DSN pointing at another database (``None``: no database)."""
+    url = parse_dsn(dsn)._replace(database=database)  # .set() cannot clear it
+    return url.render_as_string(hide_password=False)
+
+
+def _redact(dsn: str) -> str:
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
+
+
+def call(conn: MySQLdb.connections.Connection, proc: str, *args: Any) -> list[dict[str, Any]]:
+    """``CALL proc(args...)``; return the rows of the first result set as dicts.
+
+    Remaining result sets are read and discarded so the connection is ready
+    for the next statement.  MySQLdb errors are raised as mysqlq errors.
+    """
+    return call_all(conn, proc, *args)[0]
+
+
+def call_all(
+    conn: MySQLdb.connections.Connection, proc: str, *args: Any
+) -> list[list[dict[str, Any]]]:
+    """``CALL proc(args...)``; return every result set (possibly ``[[]]``)."""
+    if not _IDENTIFIER.match(proc):
+        raise ValueError(f"not a procedure name: {proc!r}")
+    placeholders = ", ".join(["%s"] * len(args))
+    results: list[list[dict[str, Any]]] = []
+    with translating():
+        cur = conn.cursor(MySQLdb.cursors.DictCursor)
+        try:
+            cur.execute(f"CALL {proc}({placeholders})", _params(args))
+            while True:
+                if cur.description is not None:
+                    results.append([dict(row) for row in cur.fetchall()])
+                if not cur.nextset():
+                    break
+        finally:
+            cur.close()
+    return results or [[]]
+
+
+def _params(args: Sequence[Any]) -> tuple[Any, ...] | None:
+    return tuple(args) if args else None

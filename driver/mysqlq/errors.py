@@ -1,0 +1,165 @@
+"""Exceptions raised by mysqlq, and the translation of MySQLdb errors into them.
+
+Every exception the driver raises derives from :class:`Error`.  Server errors
+are translated by :func:`translate` (or the :func:`translating` context manager)
+from the error number the server reported:
+
+* ``SIGNAL SQLSTATE '45000'`` in a procedure (errno 1644) -> :class:`InvalidArgument`
+* a missing ``queue_*`` routine or table (1305, 1146) -> :class:`NotMigrated`
+* deadlock (1213) -> :class:`Deadlock`; lock wait timeout (1205) -> :class:`LockTimeout`
+* lost or refused connections (2002, 2003, 2006, 2013, ...) -> :class:`ConnectionLost`
+* anything else -> :class:`DatabaseError`
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+
+import MySQLdb
+
+__all__ = [
+    "ConnectionLost",
+    "DatabaseError",
+    "Deadlock",
+    "Error",
+    "InvalidArgument",
+    "InvalidDSN",
+    "LockTimeout",
+    "NotMigrated",
+    "SchemaMismatch",
+    "TransientError",
+    "translate",
+    "translating",
+]
+
+
+class Error(Exception):
+    """Base class of every error mysqlq raises.
+
+    ``errno`` is the server (or client library) error number when the error
+    came from MySQL, else ``None``.
+    """
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.errno = errno
+
+
+class InvalidDSN(Error, ValueError):
+    """A connection string that cannot be used."""
+
+
+class InvalidArgument(Error, ValueError):
+    """A procedure rejected its input (``SIGNAL SQLSTATE '45000'``)."""
+
+
+class SchemaMismatch(Error):
+    """The database's mysqlq schema version is not the one the driver expects."""
+
+
+class NotMigrated(SchemaMismatch):
+    """The database has no mysqlq schema at all: run ``mysqlq migrate``."""
+
+
+class DatabaseError(Error):
+    """Any other error reported by the server or the client library."""
+
+
+class TransientError(DatabaseError):
+    """An error after which retrying the same operation may succeed."""
+
+
+class ConnectionLost(TransientError):
+    """The connection to the server failed or was lost."""
+
+
+class Deadlock(TransientError):
+    """The transaction was rolled back to break a deadlock (1213)."""
+
+
+class LockTimeout(TransientError):
+    """A lock wait timed out (1205); only the statement was rolled back."""
+
+
+ER_SIGNAL_EXCEPTION = 1644  # SIGNAL with a user SQLSTATE class '45'
+ER_SP_DOES_NOT_EXIST = 1305
+ER_NO_SUCH_TABLE = 1146
+ER_LOCK_DEADLOCK = 1213
+ER_LOCK_WAIT_TIMEOUT = 1205
+
+CONNECTION_ERRNOS = frozenset(
+    {
+        1040,  # too many connections
+        1053,  # server shutdown in progress
+        1927,  # connection was killed (MariaDB)
+        2002,  # can't connect through socket
+        2003,  # can't connect to server
+        2005,  # unknown server host
+        2006,  # server has gone away
+        2013,  # lost connection during query
+        2055,  # lost connection at reading ...
+        4031,  # disconnected by the server because of inactivity (MySQL 8)
+    }
+)
+
+_MISSING_ROUTINE = re.compile(
+    r"(?:FUNCTION|PROCEDURE)\s+(?:`?[\w$]+`?\.)?`?(queue_\w+)`?\s+does not exist", re.I
+)
+_MISSING_TABLE = re.compile(r"Table\s+'(?:[\w$]+\.)?(queue_\w+)'\s+doesn't exist", re.I)
+
+
+def _errno_and_message(exc: BaseException) -> tuple[int | None, str]:
+    args = getattr(exc, "args", ())
+    if len(args) >= 2 and isinstance(args[0], int):
+        return args[0], str(args[1])
+    if len(args) == 1 and isinstance(args[0], int):
+        return args[0], ""
+    return None, " ".join(str(a) for a in args)
+
+
+def translate(exc: BaseException) -> Error:
+    """Return the mysqlq exception for a MySQLdb (or already mysqlq) exception.
+
+    The original exception is kept as ``__cause__`` when the result is raised
+    with ``raise translate(e) from e``.
+    """
+    if isinstance(exc, Error):
+        return exc
+    errno, message = _errno_and_message(exc)
+    text = f"({errno}) {message}" if errno is not None else message
+    if errno == ER_SIGNAL_EXCEPTION:
+        return InvalidArgument(message, errno)
+    if errno == ER_SP_DOES_NOT_EXIST and (m := _MISSING_ROUTINE.search(message)):
+        return NotMigrated(
+            f"the database has no mysqlq schema ({m.group(1)} is missing); "
+            f"run `mysqlq migrate` first [{text}]",
+            errno,
+        )
+    if errno == ER_NO_SUCH_TABLE and (m := _MISSING_TABLE.search(message)):
+        return NotMigrated(
+            f"the database has no mysqlq schema (table {m.group(1)} is missing); "
+            f"run `mysqlq migrate` first [{text}]",
+            errno,
+        )
+    if errno == ER_LOCK_DEADLOCK:
+        return Deadlock(text, errno)
+    if errno == ER_LOCK_WAIT_TIMEOUT:
+        return LockTimeout(text, errno)
+    if errno in CONNECTION_ERRNOS:
+        return ConnectionLost(text, errno)
+    if isinstance(exc, MySQLdb.InterfaceError):
+        # e.g. (0, '') when the connection object was already closed
+        return ConnectionLost(f"connection unusable: {text or exc!r}", errno)
+    return DatabaseError(text or repr(exc), errno)
+
+
+@contextlib.contextmanager
+def translating() -> Iterator[None]:
+    """Context manager re-raising MySQLdb errors as mysqlq errors."""
+    try:
+        yield
+    except MySQLdb.Error as exc:
+        raise translate(exc) from exc

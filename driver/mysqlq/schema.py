@@ -1,0 +1,357 @@
+"""Installing the mysqlq schema: snapshots, migration steps, version check.
+
+A *snapshot* (``migrations/snapshots/<rev>.sql``) is the frozen text of every
+table, routine and event of one revision, each object introduced by a marker
+line::
+
+    -- mysqlq:object procedure queue_publish
+    CREATE PROCEDURE queue_publish(...)
+    BEGIN
+      ...
+    END
+
+Revision modules call :func:`upgrade` / :func:`downgrade`, which drop and
+re-create routines and events from the snapshots (and create or drop the tables
+a revision adds).  Statements run on the raw DBAPI cursor with no parameters,
+so ``:name`` and ``%`` in routine bodies are sent verbatim; in offline
+(``--sql``) mode they are written with ``DELIMITER $$`` lines for the
+``mysql``/``mariadb`` command-line client.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import MySQLdb
+
+from mysqlq.errors import SchemaMismatch, translate
+from mysqlq.render import SchemaObject
+
+__all__ = [
+    "SET_SQL_MODE",
+    "SQL_MODE",
+    "VERSION_TABLE",
+    "CursorExecutor",
+    "OfflineExecutor",
+    "check_version",
+    "downgrade",
+    "execute",
+    "format_snapshot",
+    "install",
+    "installed_version",
+    "load_snapshot",
+    "parse_snapshot",
+    "snapshot_sha256",
+    "stamp",
+    "upgrade",
+]
+
+SQL_MODE = (
+    "STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,"
+    "NO_ENGINE_SUBSTITUTION"
+)
+SET_SQL_MODE = f"SET SESSION sql_mode = '{SQL_MODE}'"
+
+VERSION_TABLE = "queue_schema_version"
+CREATE_VERSION_TABLE = (
+    f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version_num VARCHAR(32) NOT NULL, "
+    f"CONSTRAINT {VERSION_TABLE}_pkc PRIMARY KEY (version_num))"
+)
+
+MARKER = "-- mysqlq:object"
+_MARKER_RE = re.compile(r"^-- mysqlq:object (table|procedure|function|event) ([A-Za-z0-9_$]+)$")
+PROGRAM_KINDS = ("procedure", "function", "event")
+ROUTINE_DELIMITER = "$$"
+
+
+# --------------------------------------------------------------------------- snapshots
+
+
+def format_snapshot(objects: Sequence[SchemaObject], revision: str) -> str:
+    """The snapshot file text for ``objects``."""
+    parts = [
+        f"-- mysqlq schema snapshot, revision {revision}\n"
+        "-- Written by scripts/freeze_migration.py; never edit a released snapshot.\n"
+    ]
+    for obj in objects:
+        if "\n-- mysqlq:object " in "\n" + obj.sql:
+            raise ValueError(f"{obj.kind} {obj.name}: contains a snapshot marker line")
+        parts.append(f"{MARKER} {obj.kind} {obj.name}\n{obj.sql}\n")
+    return "\n".join(parts)
+
+
+def parse_snapshot(text: str) -> list[SchemaObject]:
+    """Parse snapshot text back into objects (inverse of :func:`format_snapshot`)."""
+    objects: list[SchemaObject] = []
+    current: tuple[str, str] | None = None
+    body: list[str] = []
+
+    def flush() -> None:
+        if current is not None:
+            sql = "\n".join(body).strip("\n").rstrip()
+            objects.append(SchemaObject(current[0], current[1], sql))  # type: ignore[arg-type]
+
+    for line in text.replace("\r\n", "\n").split("\n"):
+        if line.startswith(MARKER):
+            m = _MARKER_RE.match(line.rstrip())
+            if not m:
+                raise ValueError(f"bad snapshot marker line: {line!r}")
+            flush()
+            current = (m.group(1), m.group(2))
+            body = []
+        elif current is not None:
+            body.append(line)
+    flush()
+    return objects
+
+
+def load_snapshot(path: str | Path) -> list[SchemaObject]:
+    return parse_snapshot(Path(path).read_text(encoding="utf-8"))
+
+
+def snapshot_sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+# --------------------------------------------------------------------------- executors
+
+
+class CursorExecutor:
+    """Runs statements on a raw DBAPI (MySQLdb) cursor, without parameters."""
+
+    as_sql = False
+
+    def __init__(self, cursor: Any) -> None:
+        self.cursor = cursor
+
+    def statement(self, sql: str, compound: bool = False) -> None:
+        self.cursor.execute(sql)
+        while self.cursor.nextset():
+            pass
+
+    def finish(self) -> None:
+        pass
+
+
+class OfflineExecutor:
+    """Writes a script for the ``mysql``/``mariadb`` client.
+
+    Compound statements (routines, events) are written between
+    ``DELIMITER $$`` and ``DELIMITER ;`` lines.
+    """
+
+    as_sql = True
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
+        self.delimiter = ";"
+
+    def statement(self, sql: str, compound: bool = False) -> None:
+        if compound:
+            if ROUTINE_DELIMITER in sql:
+                raise ValueError(f"statement contains {ROUTINE_DELIMITER!r}: {sql[:80]!r}")
+            if self.delimiter != ROUTINE_DELIMITER:
+                self.write(f"DELIMITER {ROUTINE_DELIMITER}")
+                self.delimiter = ROUTINE_DELIMITER
+        else:
+            self._reset()
+        self.write(f"{sql}\n{self.delimiter}" if compound else f"{sql};")
+
+    def _reset(self) -> None:
+        if self.delimiter != ";":
+            self.write("DELIMITER ;")
+            self.delimiter = ";"
+
+    def finish(self) -> None:
+        self._reset()
+
+
+Executor = CursorExecutor | OfflineExecutor
+
+
+# --------------------------------------------------------------------------- primitives
+
+
+def _tables(objects: Iterable[SchemaObject]) -> list[SchemaObject]:
+    return [o for o in objects if o.kind == "table"]
+
+
+def _programs(objects: Iterable[SchemaObject]) -> list[SchemaObject]:
+    return [o for o in objects if o.kind in PROGRAM_KINDS]
+
+
+def _begin(ex: Executor) -> None:
+    ex.statement("SET @mysqlq_saved_sql_mode = @@SESSION.sql_mode")
+    ex.statement("SET @mysqlq_saved_fk_checks = @@SESSION.foreign_key_checks")
+    ex.statement(SET_SQL_MODE)
+    ex.statement("SET SESSION foreign_key_checks = 0")
+
+
+def _end(ex: Executor) -> None:
+    ex.statement("SET SESSION foreign_key_checks = @mysqlq_saved_fk_checks")
+    ex.statement("SET SESSION sql_mode = @mysqlq_saved_sql_mode")
+    ex.finish()
+
+
+def drop_programs(ex: Executor, objects: Iterable[SchemaObject]) -> None:
+    """Drop events first, then routines (each at most once, ``IF EXISTS``)."""
+    seen: set[tuple[str, str]] = set()
+    programs = _programs(objects)
+    ordered = [o for o in programs if o.kind == "event"] + [
+        o for o in programs if o.kind != "event"
+    ]
+    for obj in ordered:
+        key = (obj.kind, obj.name)
+        if key not in seen:
+            seen.add(key)
+            ex.statement(f"DROP {obj.kind.upper()} IF EXISTS `{obj.name}`")
+
+
+def create_programs(ex: Executor, objects: Iterable[SchemaObject]) -> None:
+    """Create routines, then events (events call routines)."""
+    programs = _programs(objects)
+    for obj in [o for o in programs if o.kind != "event"] + [
+        o for o in programs if o.kind == "event"
+    ]:
+        ex.statement(obj.sql, compound=True)
+
+
+def create_tables(ex: Executor, objects: Iterable[SchemaObject]) -> None:
+    for obj in _tables(objects):
+        ex.statement(obj.sql)
+
+
+def drop_tables(ex: Executor, objects: Iterable[SchemaObject]) -> None:
+    for obj in reversed(_tables(objects)):
+        ex.statement(f"DROP TABLE IF EXISTS `{obj.name}`")
+
+
+def install(ex: Executor, objects: Sequence[SchemaObject]) -> None:
+    """Install a complete schema into an empty database (tables, routines, events)."""
+    _begin(ex)
+    create_tables(ex, objects)
+    create_programs(ex, objects)
+    _end(ex)
+
+
+def stamp(cursor: Any, revision: str | None) -> None:
+    """Create the Alembic version table and record ``revision`` (raw cursor)."""
+    cursor.execute(CREATE_VERSION_TABLE)
+    cursor.execute(f"DELETE FROM {VERSION_TABLE}")
+    if revision:
+        cursor.execute(f"INSERT INTO {VERSION_TABLE} (version_num) VALUES (%s)", (revision,))
+
+
+# --------------------------------------------------------------------------- alembic steps
+
+
+def _context() -> Any:
+    from alembic import op
+
+    return op.get_context()
+
+
+def _executor(ctx: Any) -> Executor:
+    if ctx.as_sql:
+        return OfflineExecutor(ctx.impl.static_output)
+    dbapi_connection = ctx.bind.connection.driver_connection
+    return CursorExecutor(dbapi_connection.cursor())
+
+
+def _snapshot(ctx: Any, revision: str | None) -> list[SchemaObject]:
+    if revision is None:
+        return []
+    if ctx.script is not None:
+        directory = Path(ctx.script.dir)
+    else:  # pragma: no cover - only outside an Alembic run
+        from mysqlq.migrate import migrations_dir
+
+        directory = migrations_dir()
+    path = directory / "snapshots" / f"{revision}.sql"
+    if not path.is_file():
+        raise FileNotFoundError(f"missing snapshot for revision {revision}: {path}")
+    return load_snapshot(path)
+
+
+def execute(sql: str, compound: bool = False) -> None:
+    """Run one hand-written statement in a revision module (raw cursor / script).
+
+    Use this instead of ``op.execute`` for statements that may contain ``:`` or
+    ``%`` (for example ``ALTER TABLE ... COMMENT 'a: b'``).  Pass
+    ``compound=True`` for statements with ``;`` inside ``BEGIN ... END``.
+    """
+    ex = _executor(_context())
+    ex.statement(sql, compound=compound)
+    ex.finish()
+
+
+def upgrade(revision: str, down_revision: str | None) -> None:
+    """Install revision ``revision`` over ``down_revision`` (None: empty database).
+
+    Drops every routine and event of either snapshot, creates the tables that
+    ``revision`` has and ``down_revision`` had not, then creates the routines
+    and events of ``revision``.  Changed tables need hand-written ALTERs in the
+    revision module.
+    """
+    ctx = _context()
+    new, old = _snapshot(ctx, revision), _snapshot(ctx, down_revision)
+    old_tables = {o.name for o in _tables(old)}
+    ex = _executor(ctx)
+    _begin(ex)
+    drop_programs(ex, old + new)
+    create_tables(ex, [o for o in _tables(new) if o.name not in old_tables])
+    create_programs(ex, new)
+    _end(ex)
+
+
+def downgrade(revision: str, down_revision: str | None) -> None:
+    """Undo :func:`upgrade`: back to ``down_revision``'s routines and events.
+
+    Tables that ``revision`` added are dropped; for the first revision that is
+    every table, so nothing of mysqlq is left.
+    """
+    ctx = _context()
+    new, old = _snapshot(ctx, revision), _snapshot(ctx, down_revision)
+    old_tables = {o.name for o in _tables(old)}
+    ex = _executor(ctx)
+    _begin(ex)
+    drop_programs(ex, new + old)
+    drop_tables(ex, [o for o in _tables(new) if o.name not in old_tables])
+    create_programs(ex, old)
+    _end(ex)
+
+
+# --------------------------------------------------------------------------- version
+
+
+def installed_version(conn: Any) -> str:
+    """``queue_version()`` of the connection's database (mysqlq errors on failure)."""
+    try:
+        cur = conn.cursor()
+        try:
+            cur.execute("SELECT queue_version()")
+            row = cur.fetchone()
+        finally:
+            cur.close()
+    except MySQLdb.Error as exc:
+        raise translate(exc) from exc
+    return "" if row is None or row[0] is None else str(row[0])
+
+
+def check_version(conn: Any, expected: str) -> str:
+    """Raise unless the database's schema version is ``expected``; return it.
+
+    :class:`~mysqlq.errors.NotMigrated` when the database has no mysqlq schema,
+    :class:`~mysqlq.errors.SchemaMismatch` when it has another version.
+    """
+    version = installed_version(conn)
+    if version != expected:
+        raise SchemaMismatch(
+            f"the database has mysqlq schema version {version!r}, this driver needs "
+            f"{expected!r}; run `mysqlq migrate`"
+        )
+    return version

@@ -1,0 +1,101 @@
+{% import '_macros.sql' as m %}
+-- Appends one message to a topic inside the caller's transaction; never commits or rolls back (G2).
+-- Shared by publish, dead-lettering and redrive: the partition row lock orders offsets (G1, G3).
+CREATE PROCEDURE queue__append(
+    IN p_topic {{ m.name_local() }},
+    IN p_partition_key {{ m.name_local() }},
+    IN p_id {{ m.name_local() }},
+    IN p_payload LONGBLOB,
+    IN p_metadata LONGTEXT,
+    IN p_delay_ms BIGINT,
+    IN p_now BIGINT,
+    IN p_target_group {{ m.name_local() }},
+    IN p_origin_topic {{ m.name_local() }},
+    IN p_origin_group {{ m.name_local() }},
+    IN p_origin_offset BIGINT,
+    IN p_origin_message_id {{ m.name_local() }},
+    IN p_failures INT,
+    IN p_last_error TEXT,
+    OUT p_offset BIGINT,
+    OUT p_duplicate TINYINT
+)
+MODIFIES SQL DATA
+BEGIN
+    DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};
+    DECLARE v_partitions INT DEFAULT NULL;
+    DECLARE v_slot INT DEFAULT -1;
+    DECLARE v_key {{ m.name_local() }} DEFAULT COALESCE(p_partition_key, '');
+    DECLARE v_id {{ m.name_local() }} DEFAULT COALESCE(p_id, CAST(UUID() AS CHAR));
+    DECLARE v_pid BIGINT DEFAULT NULL;
+    DECLARE v_existing BIGINT DEFAULT NULL;
+
+    -- the topic, created with defaults on first use
+    -- reads of shared tables use SELECT ... INTO: inside a routine, SET v = (SELECT ...) would
+    -- take shared locks and wait on other publishers
+    SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
+    WHERE t.topic = p_topic;
+    IF v_partitions IS NULL THEN
+        INSERT IGNORE INTO queue_topics (topic, created_at) VALUES (p_topic, v_now);
+        SELECT t.partitions INTO v_partitions
+        FROM queue_topics AS t
+        WHERE t.topic = p_topic LOCK IN SHARE MODE;
+    END IF;
+
+    -- unkeyed messages are spread over the topic's slots by a hash of their id
+    IF p_partition_key IS NULL THEN
+        SET v_slot = CRC32(v_id) % v_partitions;
+    END IF;
+
+    SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
+    WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
+    IF v_pid IS NULL THEN
+        INSERT IGNORE INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
+        VALUES (p_topic, v_slot, v_key, 0, v_now);
+        SELECT p.partition_id INTO v_pid
+        FROM queue_partitions AS p
+        WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot
+        LOCK IN SHARE MODE;
+    END IF;
+
+    -- the sequence row lock: held until the caller commits, so offsets follow commit order
+    UPDATE queue_partitions SET last_offset = last_offset + 1
+    WHERE partition_id = v_pid;
+    SELECT p.last_offset INTO p_offset FROM queue_partitions AS p
+    WHERE p.partition_id = v_pid;
+    SET p_duplicate = 0;
+
+    -- idempotency: a plain read takes no gap lock, so publishers of other partitions never wait
+    -- on us; a copy committed after our snapshot is caught by the unique key below
+    IF p_id IS NOT NULL THEN
+        SELECT MAX(msg.msg_offset) INTO v_existing FROM queue_messages AS msg
+        WHERE msg.partition_id = v_pid AND msg.message_id = v_id;
+    END IF;
+    IF v_existing IS NULL THEN
+        BEGIN
+            DECLARE CONTINUE HANDLER FOR 1062 SET p_duplicate = 1;
+            INSERT INTO queue_messages (
+                partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
+                published_at, deliver_at, target_group, origin_topic, origin_group, origin_offset,
+                origin_message_id, failures, last_error, failed_at
+            ) VALUES (
+                v_pid, p_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
+                v_now, v_now + COALESCE(p_delay_ms, 0), p_target_group, p_origin_topic, p_origin_group,
+                p_origin_offset, p_origin_message_id, p_failures, p_last_error,
+                IF(p_origin_group IS NULL, NULL, v_now)
+            );
+        END;
+        IF p_duplicate = 1 THEN
+            SELECT msg.msg_offset INTO v_existing
+            FROM queue_messages AS msg
+            WHERE msg.partition_id = v_pid AND msg.message_id = v_id
+            LOCK IN SHARE MODE;
+        END IF;
+    END IF;
+
+    IF v_existing IS NOT NULL THEN
+        UPDATE queue_partitions SET last_offset = last_offset - 1
+        WHERE partition_id = v_pid;
+        SET p_offset = v_existing;
+        SET p_duplicate = 1;
+    END IF;
+END

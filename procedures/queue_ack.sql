@@ -1,0 +1,15 @@
+{% import '_macros.sql' as m %}
+-- Acks deliveries [[partition_id, offset, token], ...]; in-order acks only move the watermark (G8).
+-- Returns one row (settled, stale); a stale token (the message was redelivered) changes nothing (G4).
+CREATE PROCEDURE queue_ack(
+    IN p_group {{ m.name_param() }},
+    IN p_deliveries LONGTEXT,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+BEGIN
+    {{ m.check_identifier('p_group') }};
+    {{ m.check_deliveries() }};
+    {{ m.check_now() }};
+    CALL queue__settle(p_group, p_deliveries, 1, 0, NULL, p_now);
+END

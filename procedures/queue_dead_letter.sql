@@ -1,0 +1,16 @@
+{% import '_macros.sql' as m %}
+-- Moves in-flight deliveries to the group's DLQ topic at once with p_error as the reason (G10).
+-- Returns one row (settled, stale).
+CREATE PROCEDURE queue_dead_letter(
+    IN p_group {{ m.name_param() }},
+    IN p_deliveries LONGTEXT,
+    IN p_error TEXT,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+BEGIN
+    {{ m.check_identifier('p_group') }};
+    {{ m.check_deliveries() }};
+    {{ m.check_now() }};
+    CALL queue__settle(p_group, p_deliveries, 4, 0, p_error, p_now);
+END

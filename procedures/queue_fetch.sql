@@ -1,0 +1,331 @@
+{% import '_macros.sql' as m %}
+-- Delivers up to p_batch_size in-flight messages per partition the caller holds, in offset order,
+-- in one call: marks them delivered and returns them with attempt and delivery token (G4, G6, G7).
+CREATE PROCEDURE queue_fetch(
+    IN p_group {{ m.name_param() }},
+    IN p_topic {{ m.name_param() }},
+    IN p_subscriber {{ m.name_param() }},
+    IN p_batch_size INT,
+    IN p_visibility_ms BIGINT,
+    IN p_max_messages INT,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+BEGIN
+    DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};
+    DECLARE v_group {{ m.name_local() }};
+    DECLARE v_topic {{ m.name_local() }};
+    DECLARE v_subscriber {{ m.name_local() }};
+    DECLARE v_max_attempts INT;
+    DECLARE v_done INT DEFAULT 0;
+    DECLARE v_pid BIGINT;
+    DECLARE v_wm BIGINT;
+    DECLARE v_cstart BIGINT;
+    DECLARE v_cpos BIGINT;
+    DECLARE v_ctok BIGINT;
+    DECLARE v_cuntil BIGINT;
+    DECLARE v_cattempt INT;
+    DECLARE v_cpending INT;
+    DECLARE v_seq BIGINT;
+    DECLARE v_token BIGINT;
+    DECLARE v_used INT;
+    DECLARE v_cap INT;
+    DECLARE v_lo BIGINT;
+    DECLARE v_hi BIGINT;
+    DECLARE v_last BIGINT;
+    DECLARE v_rows INT;
+    DECLARE v_x BIGINT;
+    DECLARE v_dirty INT;
+    DECLARE v_delivered INT DEFAULT 0;
+    DECLARE v_out LONGTEXT DEFAULT '[]';
+    -- the held partitions that may have something to deliver
+    DECLARE c_partitions CURSOR FOR
+        SELECT l.partition_id
+        FROM queue_partition_leases AS l
+        INNER JOIN queue_partitions AS p ON l.partition_id = p.partition_id
+        LEFT JOIN queue_offsets AS o ON l.group_name = o.group_name AND l.partition_id = o.partition_id
+        WHERE
+            l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber
+            AND l.expires_at > v_now
+            AND (
+                o.partition_id IS NULL
+                OR (o.cursor_pending = 0 AND p.last_offset > o.cursor_pos)
+                OR (o.cursor_pending > 0 AND o.cursor_until <= v_now)
+                OR EXISTS (
+                    SELECT 1 FROM queue_delivery_state AS s
+                    WHERE
+                        s.group_name = l.group_name AND s.partition_id = l.partition_id
+                        AND s.state <= 1 AND s.invisible_until <= v_now
+                )
+            )
+        ORDER BY l.partition_id;
+    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+    {{ m.own_transaction_handler() }};
+
+    {{ m.check_identifier('p_group') }};
+    {{ m.check_identifier('p_topic') }};
+    {{ m.check_name('p_subscriber') }};
+    {{ m.check_count('p_batch_size', 10000) }};
+    {{ m.check_ms('p_visibility_ms', low=1, allow_null=False) }};
+    {{ m.check_count('p_max_messages', 100000) }};
+    {{ m.check_now() }};
+    SET v_group = p_group;
+    SET v_topic = p_topic;
+    SET v_subscriber = p_subscriber;
+
+    SELECT MAX(s.max_attempts) INTO v_max_attempts FROM queue_subscriptions AS s
+    WHERE s.group_name = v_group AND s.topic = v_topic;
+    IF v_max_attempts IS NULL THEN
+        {{ m.fail('p_group is not subscribed to p_topic: call queue_subscribe first') }};
+    END IF;
+
+    START TRANSACTION;
+    OPEN c_partitions;
+    partition_loop: LOOP
+        SET v_done = 0;
+        FETCH c_partitions INTO v_pid;
+        IF v_done = 1 OR v_delivered >= p_max_messages THEN
+            LEAVE partition_loop;
+        END IF;
+
+        CALL queue__open_offsets(v_group, v_pid, v_now);
+        SELECT
+            o.offset_acked,
+            o.cursor_start,
+            o.cursor_pos,
+            o.cursor_token,
+            o.cursor_until,
+            o.cursor_attempt,
+            o.cursor_pending,
+            o.delivery_seq
+        INTO v_wm, v_cstart, v_cpos, v_ctok, v_cuntil, v_cattempt, v_cpending, v_seq
+        FROM queue_offsets AS o
+        WHERE o.group_name = v_group AND o.partition_id = v_pid
+        FOR UPDATE;
+
+        SET v_token = v_seq + 1;
+        SET v_used = 0;
+        SET v_dirty = 0;
+        -- the window: what this partition already has in flight
+        SET v_cap = LEAST(p_batch_size, p_max_messages - v_delivered) - (
+            SELECT COUNT(*) FROM queue_delivery_state AS s
+            WHERE
+                s.group_name = v_group AND s.partition_id = v_pid
+                AND s.state = 1 AND s.invisible_until > v_now
+        );
+        IF v_cpending > 0 AND v_cuntil > v_now THEN
+            SET v_cap = v_cap - v_cpending;
+        END IF;
+
+        -- 1. redelivered rows whose visibility passed at their last attempt go to the DLQ
+        SET v_x = -1;
+        expired_loop: LOOP
+            SET v_x = (
+                SELECT MIN(s.msg_offset) FROM queue_delivery_state AS s
+                WHERE
+                    s.group_name = v_group AND s.partition_id = v_pid AND s.msg_offset > v_x
+                    AND s.state = 1 AND s.invisible_until <= v_now AND s.attempts >= v_max_attempts
+            );
+            IF v_x IS NULL THEN
+                LEAVE expired_loop;
+            END IF;
+            CALL queue__dead_letter_one(
+                v_group, v_pid, v_x, v_max_attempts, 'visibility timeout expired', v_now
+            );
+            SET v_dirty = 1;
+        END LOOP;
+
+        -- 2. the cursor batch's visibility passed: redeliver it whole, or dead-letter it
+        IF v_cpending > 0 AND v_cuntil <= v_now THEN
+            SET v_lo = GREATEST(v_wm + 1, v_cstart);
+            SET v_cpending = GREATEST(v_cpos - v_lo + 1, 0) - (
+                SELECT COUNT(*) FROM queue_delivery_state AS s
+                WHERE
+                    s.group_name = v_group AND s.partition_id = v_pid
+                    AND s.msg_offset BETWEEN v_lo AND v_cpos
+            );
+            IF v_cpending > 0 AND v_cattempt >= v_max_attempts THEN
+                SET v_x = v_lo;
+                WHILE v_x <= v_cpos DO
+                    IF NOT EXISTS (
+                        SELECT 1 FROM queue_delivery_state AS s
+                        WHERE s.group_name = v_group AND s.partition_id = v_pid AND s.msg_offset = v_x
+                    ) THEN
+                        CALL queue__dead_letter_one(
+                            v_group, v_pid, v_x, v_cattempt, 'visibility timeout expired', v_now
+                        );
+                    END IF;
+                    SET v_x = v_x + 1;
+                END WHILE;
+                SET v_cpending = 0;
+                SET v_dirty = 1;
+            ELSEIF v_cpending > 0 AND v_cap > 0 THEN
+                SET v_cattempt = v_cattempt + 1;
+                SET v_ctok = v_token;
+                SET v_cuntil = v_now + p_visibility_ms;
+                SET v_used = 1;
+                SET v_cap = v_cap - v_cpending;
+                SET v_delivered = v_delivered + v_cpending;
+                SET v_out = JSON_ARRAY_APPEND(v_out, '$', JSON_ARRAY(v_pid, v_lo, v_cpos, v_token, v_cattempt, 0));
+            END IF;
+        END IF;
+
+        -- 3. rows that are due: nacked or delayed messages whose time came, expired redeliveries
+        IF v_cap > 0 THEN
+            SET v_hi = (
+                SELECT MAX(due.msg_offset) FROM (
+                    SELECT s.msg_offset FROM queue_delivery_state AS s
+                    WHERE
+                        s.group_name = v_group AND s.partition_id = v_pid
+                        AND s.state <= 1 AND s.invisible_until <= v_now
+                    ORDER BY s.msg_offset
+                    LIMIT v_cap
+                ) AS due
+            );
+            IF v_hi IS NOT NULL THEN
+                UPDATE queue_delivery_state
+                SET
+                    state = 1, token = v_token, attempts = attempts + 1,
+                    invisible_until = v_now + p_visibility_ms, updated_at = v_now
+                WHERE
+                    group_name = v_group AND partition_id = v_pid AND msg_offset <= v_hi
+                    AND state <= 1 AND invisible_until <= v_now;
+                SET v_rows = ROW_COUNT();
+                SET v_cap = v_cap - v_rows;
+                SET v_delivered = v_delivered + v_rows;
+                SET v_used = 1;
+                SET v_out = JSON_ARRAY_APPEND(v_out, '$', JSON_ARRAY(v_pid, 0, 0, v_token, 0, 1));
+            END IF;
+        END IF;
+
+        -- 4. new messages past the cursor, once the previous cursor batch is settled
+        IF v_cap > 0 AND v_cpending = 0 THEN
+            -- a plain read: it never waits on a publisher holding the sequence row, and every
+            -- offset up to what it sees is committed (G3)
+            SELECT MAX(p.last_offset) INTO v_last FROM queue_partitions AS p
+            WHERE p.partition_id = v_pid;
+            IF v_last > v_cpos THEN
+                SET v_lo = v_cpos + 1;
+                SET v_hi = LEAST(v_cpos + v_cap, v_last);
+                -- delayed messages wait in rows; a redriven copy for another group is done for us
+                SELECT COUNT(*) INTO v_rows FROM queue_messages AS msg
+                WHERE
+                    msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
+                    AND (msg.deliver_at > v_now OR (msg.target_group IS NOT NULL AND msg.target_group <> v_group));
+                IF v_rows > 0 THEN
+                    INSERT INTO queue_delivery_state (
+                        group_name, partition_id, msg_offset, state, invisible_until, attempts, token,
+                        last_error, updated_at
+                    )
+                    SELECT
+                        v_group,
+                        v_pid,
+                        msg.msg_offset,
+                        IF(msg.target_group IS NOT NULL AND msg.target_group <> v_group, 2, 0),
+                        msg.deliver_at,
+                        0,
+                        0,
+                        NULL,
+                        v_now
+                    FROM queue_messages AS msg
+                    WHERE
+                        msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
+                        AND (msg.deliver_at > v_now OR (msg.target_group IS NOT NULL AND msg.target_group <> v_group));
+                    SET v_rows = ROW_COUNT();
+                    SET v_dirty = 1;
+                END IF;
+                SET v_cstart = v_lo;
+                SET v_cpos = v_hi;
+                SET v_cpending = v_hi - v_lo + 1 - v_rows;
+                SET v_cattempt = 1;
+                SET v_ctok = v_token;
+                SET v_cuntil = v_now + p_visibility_ms;
+                SET v_used = 1;
+                IF v_cpending > 0 THEN
+                    SET v_delivered = v_delivered + v_cpending;
+                    SET v_out = JSON_ARRAY_APPEND(v_out, '$', JSON_ARRAY(v_pid, v_lo, v_hi, v_token, 1, 0));
+                END IF;
+            END IF;
+        END IF;
+
+        UPDATE queue_offsets
+        SET
+            cursor_start = v_cstart, cursor_pos = v_cpos, cursor_token = v_ctok,
+            cursor_until = v_cuntil, cursor_attempt = v_cattempt, cursor_pending = v_cpending,
+            delivery_seq = IF(v_used = 1, v_token, delivery_seq), updated_at = v_now
+        WHERE group_name = v_group AND partition_id = v_pid;
+        IF v_dirty = 1 THEN
+            CALL queue__advance_watermark(v_group, v_pid, v_wm, v_now);
+        END IF;
+    END LOOP;
+    CLOSE c_partitions;
+    COMMIT;
+
+    SELECT
+        msg.partition_id,
+        msg.msg_offset AS `offset`,
+        d.d_token AS token,
+        d.d_attempt AS attempt,
+        msg.topic,
+        msg.partition_key,
+        msg.message_id AS id,
+        msg.payload,
+        msg.metadata,
+        msg.published_at,
+        msg.deliver_at,
+        v_now + p_visibility_ms AS visible_until,
+        msg.origin_topic,
+        msg.origin_group,
+        msg.origin_offset,
+        msg.origin_message_id,
+        msg.failures,
+        msg.last_error,
+        msg.failed_at
+    FROM
+        JSON_TABLE(v_out, '$[*]' COLUMNS (
+            d_pid BIGINT PATH '$[0]',
+            d_lo BIGINT PATH '$[1]',
+            d_hi BIGINT PATH '$[2]',
+            d_token BIGINT PATH '$[3]',
+            d_attempt INT PATH '$[4]',
+            d_kind INT PATH '$[5]'
+        )) AS d
+    INNER JOIN queue_messages AS msg
+        ON d.d_pid = msg.partition_id AND msg.msg_offset BETWEEN d.d_lo AND d.d_hi
+    LEFT JOIN queue_delivery_state AS s
+        ON s.group_name = v_group AND msg.partition_id = s.partition_id AND msg.msg_offset = s.msg_offset
+    WHERE d.d_kind = 0 AND s.msg_offset IS NULL
+    UNION ALL
+    SELECT
+        msg.partition_id,
+        msg.msg_offset,
+        d.d_token,
+        s.attempts,
+        msg.topic,
+        msg.partition_key,
+        msg.message_id,
+        msg.payload,
+        msg.metadata,
+        msg.published_at,
+        msg.deliver_at,
+        s.invisible_until,
+        msg.origin_topic,
+        msg.origin_group,
+        msg.origin_offset,
+        msg.origin_message_id,
+        msg.failures,
+        msg.last_error,
+        msg.failed_at
+    FROM
+        JSON_TABLE(v_out, '$[*]' COLUMNS (
+            d_pid BIGINT PATH '$[0]',
+            d_token BIGINT PATH '$[3]',
+            d_kind INT PATH '$[5]'
+        )) AS d
+    INNER JOIN queue_delivery_state AS s
+        ON s.group_name = v_group AND d.d_pid = s.partition_id AND d.d_token = s.token AND s.state = 1
+    INNER JOIN queue_messages AS msg
+        ON s.partition_id = msg.partition_id AND s.msg_offset = msg.msg_offset
+    WHERE d.d_kind = 1
+    ORDER BY partition_id, `offset`;
+END

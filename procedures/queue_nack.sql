@@ -1,0 +1,18 @@
+{% import '_macros.sql' as m %}
+-- Nacks deliveries: each waits p_delay_ms without blocking its partition (G7, G12), or moves to the
+-- group's DLQ when it has had max_attempts deliveries (G10). Returns one row (settled, stale).
+CREATE PROCEDURE queue_nack(
+    IN p_group {{ m.name_param() }},
+    IN p_deliveries LONGTEXT,
+    IN p_delay_ms BIGINT,
+    IN p_error TEXT,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+BEGIN
+    {{ m.check_identifier('p_group') }};
+    {{ m.check_deliveries() }};
+    {{ m.check_ms('p_delay_ms', allow_null=False) }};
+    {{ m.check_now() }};
+    CALL queue__settle(p_group, p_deliveries, 2, p_delay_ms, p_error, p_now);
+END

@@ -1,0 +1,35 @@
+{% import '_macros.sql' as m %}
+-- Publishes one message; returns one row (offset, duplicate). A repeated (topic, key, id) returns
+-- the first offset with duplicate = 1 (G1). Runs inside the caller's transaction, never commits (G2).
+CREATE PROCEDURE queue_publish(
+    IN p_topic {{ m.name_param() }},
+    IN p_partition_key {{ m.name_param() }},
+    IN p_id {{ m.name_param() }},
+    IN p_payload LONGBLOB,
+    IN p_metadata LONGTEXT,
+    IN p_delay_ms BIGINT
+)
+MODIFIES SQL DATA
+BEGIN
+    DECLARE v_offset BIGINT;
+    DECLARE v_duplicate TINYINT;
+
+    {{ m.check_identifier('p_topic') }};
+    {{ m.check_optional_name('p_partition_key') }};
+    {{ m.check_optional_name('p_id') }};
+    IF p_payload IS NULL THEN
+        {{ m.fail('p_payload must not be NULL') }};
+    END IF;
+    IF p_metadata IS NOT NULL AND (NOT JSON_VALID(p_metadata) OR JSON_TYPE(p_metadata) <> 'OBJECT') THEN
+        {{ m.fail('p_metadata must be NULL or a JSON object') }};
+    END IF;
+    {{ m.check_ms('p_delay_ms') }};
+
+    CALL queue__append(
+        p_topic, p_partition_key, p_id, p_payload, p_metadata, p_delay_ms, NULL,
+        NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate
+    );
+    SELECT
+        v_offset AS `offset`,
+        v_duplicate AS duplicate;
+END

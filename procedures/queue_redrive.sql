@@ -1,0 +1,85 @@
+{% import '_macros.sql' as m %}
+-- Sends up to p_limit DLQ entries of p_dlq_topic back to their origin topic, each for the group
+-- that failed it only (G9); a '#redrive' cursor remembers what was sent. Returns one row (redriven).
+CREATE PROCEDURE queue_redrive(
+    IN p_dlq_topic {{ m.name_param() }},
+    IN p_limit INT,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+BEGIN
+    DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};
+    DECLARE v_dlq {{ m.name_local() }};
+    DECLARE v_pid BIGINT;
+    DECLARE v_wm BIGINT;
+    DECLARE v_last BIGINT;
+    DECLARE v_off BIGINT;
+    DECLARE v_redriven INT DEFAULT 0;
+    DECLARE v_done INT DEFAULT 0;
+    DECLARE v_topic {{ m.name_local() }};
+    DECLARE v_key {{ m.name_local() }};
+    DECLARE v_payload LONGBLOB;
+    DECLARE v_metadata LONGTEXT;
+    DECLARE v_group {{ m.name_local() }};
+    DECLARE v_origin_offset BIGINT;
+    DECLARE v_origin_id {{ m.name_local() }};
+    DECLARE v_new_offset BIGINT;
+    DECLARE v_duplicate TINYINT;
+    DECLARE c_partitions CURSOR FOR
+        SELECT p.partition_id FROM queue_partitions AS p
+        WHERE p.topic = v_dlq
+        ORDER BY p.partition_id;
+    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+    {{ m.own_transaction_handler() }};
+
+    {{ m.check_identifier('p_dlq_topic') }};
+    {{ m.check_count('p_limit', 100000) }};
+    {{ m.check_now() }};
+    SET v_dlq = p_dlq_topic;
+
+    START TRANSACTION;
+    OPEN c_partitions;
+    partition_loop: LOOP
+        SET v_done = 0;
+        FETCH c_partitions INTO v_pid;
+        IF v_done = 1 OR v_redriven >= p_limit THEN
+            LEAVE partition_loop;
+        END IF;
+        CALL queue__open_offsets('#redrive', v_pid, v_now);
+        SELECT o.offset_acked INTO v_wm FROM queue_offsets AS o
+        WHERE o.group_name = '#redrive' AND o.partition_id = v_pid FOR UPDATE;
+        SELECT MAX(p.last_offset) INTO v_last FROM queue_partitions AS p
+        WHERE p.partition_id = v_pid;
+        SET v_off = v_wm;
+        WHILE v_off < v_last AND v_redriven < p_limit DO
+            SET v_off = v_off + 1;
+            SET v_topic = NULL;
+            SELECT
+                msg.origin_topic,
+                msg.partition_key,
+                msg.payload,
+                msg.metadata,
+                msg.origin_group,
+                msg.origin_offset,
+                msg.origin_message_id
+            INTO v_topic, v_key, v_payload, v_metadata, v_group, v_origin_offset, v_origin_id
+            FROM queue_messages AS msg
+            WHERE msg.partition_id = v_pid AND msg.msg_offset = v_off;
+            IF v_topic IS NOT NULL THEN
+                CALL queue__append(
+                    v_topic, v_key, NULL, v_payload, v_metadata, 0, v_now,
+                    v_group, v_topic, v_group, v_origin_offset, v_origin_id, NULL, NULL,
+                    v_new_offset, v_duplicate
+                );
+                SET v_redriven = v_redriven + 1;
+            END IF;
+        END WHILE;
+        UPDATE queue_offsets
+        SET offset_acked = v_off, cursor_pos = v_off, cursor_start = v_off + 1, updated_at = v_now
+        WHERE group_name = '#redrive' AND partition_id = v_pid;
+    END LOOP;
+    CLOSE c_partitions;
+    COMMIT;
+
+    SELECT v_redriven AS redriven;
+END

@@ -1,0 +1,15 @@
+{% import '_macros.sql' as m %}
+-- Makes fetched but unstarted deliveries visible again at once without charging an attempt
+-- (graceful stop). Returns one row (settled, stale).
+CREATE PROCEDURE queue_release_messages(
+    IN p_group {{ m.name_param() }},
+    IN p_deliveries LONGTEXT,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+BEGIN
+    {{ m.check_identifier('p_group') }};
+    {{ m.check_deliveries() }};
+    {{ m.check_now() }};
+    CALL queue__settle(p_group, p_deliveries, 5, 0, NULL, p_now);
+END

@@ -1,0 +1,20 @@
+#!/usr/bin/env python3
+"""Fail (exit 1, with a unified diff) when procedures/ and sql/ differ from the
+newest migration snapshot.  Run as a script or as ``python -m scripts.check_migrations``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+try:
+    from mysqlq.freeze import check_main
+except ImportError:  # not installed: use the source tree
+    sys.path.insert(0, str(ROOT / "driver"))
+    from mysqlq.freeze import check_main
+
+if __name__ == "__main__":
+    sys.exit(check_main(root=ROOT))

@@ -1,0 +1,16 @@
+-- Per group and message, only for what leaves the in-order path: nacks, delays, out-of-order
+-- acks, extended or redelivered messages, dead letters. Rows behind the watermark are deleted.
+CREATE TABLE IF NOT EXISTS queue_delivery_state (
+    group_name VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    partition_id BIGINT NOT NULL,
+    msg_offset BIGINT NOT NULL,
+    -- 0 waiting (nacked or delayed), 1 in flight, 2 acked, 3 dead-lettered
+    state TINYINT NOT NULL,
+    invisible_until BIGINT NOT NULL,
+    attempts INT NOT NULL,
+    token BIGINT NOT NULL,
+    last_error TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    updated_at BIGINT NOT NULL,
+    -- fetch, settle and watermark: the rows of one group's partition in offset order
+    PRIMARY KEY (group_name, partition_id, msg_offset)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

@@ -1,0 +1,11 @@
+-- Per-topic settings: default partition count for unkeyed messages, attempts, DLQ, retention.
+-- A topic row is created with defaults on first publish or subscribe; queue_topic_configure changes it.
+CREATE TABLE IF NOT EXISTS queue_topics (
+    topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    partitions INT NOT NULL DEFAULT 16,
+    max_attempts INT NOT NULL DEFAULT 5,
+    dlq_suffix VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '_dlq',
+    retention_ms BIGINT NOT NULL DEFAULT 300000,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (topic)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

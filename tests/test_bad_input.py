@@ -1,0 +1,787 @@
+"""G13: bad input gets SQLSTATE 45000 naming the parameter, and leaves the database unchanged.
+
+Every public procedure is called with each kind of bad value for each parameter, one at a time,
+the other arguments being valid. Each case asserts that
+
+* the server raised ``SIGNAL SQLSTATE '45000'`` (errno 1644, ``mysqlq.errors.InvalidArgument``),
+* the message names the parameter (``p_topic ...``, ``p_messages[3] key ...``),
+* the caller is left without an open transaction (so it holds no uncommitted change), and no
+  ``queue_*`` table changed as another connection sees it (row counts and ``CHECKSUM TABLE``).
+
+All cases share one seeded database per module (every table holds rows): a case that leaves state
+behind fails on its own snapshot comparison, so sharing costs no isolation and keeps the file fast.
+Cases that currently get another error are marked ``xfail(strict=True)`` with the reason; they turn
+into failures once the procedure is fixed, so the marker gets removed. Cases that currently
+succeed (and write) run on a fresh database each, so they cannot disturb the shared one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import MySQLdb
+import pytest
+
+from mysqlq import connection as mq_connection
+from mysqlq import errors, schema
+
+call = mq_connection.call
+
+GROUP, TOPIC, SUBSCRIBER = "billing", "orders", "s1"
+HOUR_MS = 3_600_000
+YEAR_MS = 31_536_000_000
+MAX_NOW = 253_402_300_799_999
+DELIVERIES = "[[1, 1, 1]]"
+
+# --------------------------------------------------------------------------- the procedures
+
+# Public procedures, their parameters in order, and valid values for each. A case replaces one.
+SIGNATURES: dict[str, dict[str, Any]] = {
+    "queue_publish": {
+        "p_topic": TOPIC,
+        "p_partition_key": "k1",
+        "p_id": "m-new",
+        "p_payload": b"x",
+        "p_metadata": '{"a": 1}',
+        "p_delay_ms": 0,
+    },
+    "queue_publish_batch": {"p_topic": TOPIC, "p_messages": '[{"payload": "x"}]'},
+    "queue_topic_configure": {
+        "p_topic": TOPIC,
+        "p_partitions": 4,
+        "p_max_attempts": 3,
+        "p_dlq_suffix": "_dlq",
+        "p_retention_ms": 300_000,
+    },
+    "queue_subscribe": {
+        "p_group": GROUP,
+        "p_topic": TOPIC,
+        "p_subscriber": SUBSCRIBER,
+        "p_max_attempts": 3,
+        "p_dlq_topic": "orders_dlq",
+        "p_lease_ms": HOUR_MS,
+        "p_now": None,
+    },
+    "queue_unsubscribe": {"p_group": GROUP, "p_topic": TOPIC},
+    "queue_heartbeat": {
+        "p_group": GROUP,
+        "p_topic": TOPIC,
+        "p_subscriber": SUBSCRIBER,
+        "p_lease_ms": HOUR_MS,
+        "p_now": None,
+    },
+    "queue_acquire_leases": {
+        "p_group": GROUP,
+        "p_topic": TOPIC,
+        "p_subscriber": SUBSCRIBER,
+        "p_lease_ms": HOUR_MS,
+        "p_now": None,
+    },
+    "queue_release_leases": {
+        "p_group": GROUP,
+        "p_topic": TOPIC,
+        "p_subscriber": SUBSCRIBER,
+        "p_now": None,
+    },
+    "queue_deregister": {
+        "p_group": GROUP,
+        "p_topic": TOPIC,
+        "p_subscriber": SUBSCRIBER,
+        "p_now": None,
+    },
+    "queue_fetch": {
+        "p_group": GROUP,
+        "p_topic": TOPIC,
+        "p_subscriber": SUBSCRIBER,
+        "p_batch_size": 10,
+        "p_visibility_ms": HOUR_MS,
+        "p_max_messages": 100,
+        "p_now": None,
+    },
+    "queue_ack": {"p_group": GROUP, "p_deliveries": DELIVERIES, "p_now": None},
+    "queue_nack": {
+        "p_group": GROUP,
+        "p_deliveries": DELIVERIES,
+        "p_delay_ms": 0,
+        "p_error": "boom",
+        "p_now": None,
+    },
+    "queue_extend": {
+        "p_group": GROUP,
+        "p_deliveries": DELIVERIES,
+        "p_visibility_ms": HOUR_MS,
+        "p_now": None,
+    },
+    "queue_dead_letter": {
+        "p_group": GROUP,
+        "p_deliveries": DELIVERIES,
+        "p_error": "boom",
+        "p_now": None,
+    },
+    "queue_release_messages": {"p_group": GROUP, "p_deliveries": DELIVERIES, "p_now": None},
+    "queue_seek": {
+        "p_group": GROUP,
+        "p_topic": TOPIC,
+        "p_partition_key": "k1",
+        "p_offset": 0,
+        "p_now": None,
+    },
+    "queue_redrive": {"p_dlq_topic": "orders_dlq", "p_limit": 10, "p_now": None},
+    "queue_gc": {"p_limit": 1000, "p_now": None},
+    "queue_maintenance": {"p_now": None},
+}
+
+
+def xfail(reason: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(reason=reason, strict=True)
+
+
+INT_OVERFLOW = xfail(
+    "an INT parameter rejects values beyond 2**31 with errno 1264 / SQLSTATE 22003 before the "
+    "body runs; declaring it BIGINT would let the range check answer"
+)
+TEXT_OVERFLOW = xfail(
+    "a name parameter is TEXT (65535 bytes): a longer value gets errno 1406 / SQLSTATE 22001"
+)
+TRAILING_NEWLINE = xfail(
+    "REGEXP '^[...]+$' lets a trailing newline through ($ matches before a final newline)"
+)
+
+# --------------------------------------------------------------------------- bad values by kind
+
+# (label, value, marks)
+IDENTIFIER_REQUIRED = [
+    ("null", None, ()),
+    ("empty", "", ()),
+    ("192_chars", "a" * 192, ()),
+    ("5000_chars", "a" * 5000, ()),
+    ("sql_metachars", "a'b; DROP TABLE x", ()),
+]
+# the character class is one shared check: these run on a few representative parameters
+IDENTIFIER_FULL = [
+    *IDENTIFIER_REQUIRED,
+    ("space", "a b", ()),
+    ("backtick", "a`b", ()),
+    ("percent", "a%", ()),
+    ("non_ascii", "grüße", ()),
+    ("leading_newline", "\norders", ()),
+]
+IDENTIFIER_OPTIONAL = [case for case in IDENTIFIER_FULL if case[0] != "null"]
+IDENTIFIER_LISTS = (IDENTIFIER_REQUIRED, IDENTIFIER_FULL, IDENTIFIER_OPTIONAL)
+NAME_REQUIRED = [
+    ("null", None, ()),
+    ("empty", "", ()),
+    ("192_chars", "a" * 192, ()),
+    ("192_multibyte_chars", "é" * 192, ()),
+    ("5000_chars", "a" * 5000, ()),
+]
+NAME_OPTIONAL = [case for case in NAME_REQUIRED if case[0] != "null"]
+
+
+def ms_values(low: int, allow_null: bool) -> list[tuple[str, Any, tuple]]:
+    values = [
+        ("below_min", low - 1, ()),
+        ("negative", -1_000, ()),
+        ("above_one_year", YEAR_MS + 1, ()),
+        ("huge", 2**62, ()),
+    ]
+    return values if allow_null else [("null", None, ()), *values]
+
+
+def count_values(high: int, allow_null: bool) -> list[tuple[str, Any, tuple]]:
+    values = [
+        ("zero", 0, ()),
+        ("negative", -1, ()),
+        ("above_max", high + 1, ()),
+        ("int_max", 2**31 - 1, ()),
+        ("beyond_int", 2**40, (INT_OVERFLOW,)),
+    ]
+    return values if allow_null else [("null", None, ()), *values]
+
+
+NOW_VALUES = [("negative", -1, ()), ("year_10000", MAX_NOW + 1, ()), ("huge", 2**62, ())]
+DELIVERY_VALUES = [
+    ("null", None, ()),
+    ("empty", "", ()),
+    ("not_json", "nope", ()),
+    ("truncated_json", "[[1, 2, 3]", ()),
+    ("object", '{"partition_id": 1}', ()),
+    ("scalar_element", "[1]", ()),
+    ("two_fields", "[[1, 2]]", ()),
+    ("null_token", "[[1, 2, null]]", ()),
+    ("object_element", '[{"a": 1}]', ()),
+    ("array_field", "[[[1], 2, 3]]", ()),
+    ("second_element_short", "[[1, 2, 3], [1, 2]]", ()),
+    ("too_many", json.dumps([[1, 1, 1]] * 100_001), ()),
+    (
+        "string_field",
+        '[["a", 2, 3]]',
+        (xfail("a non-numeric field is coerced to 0 (warning 1366) and counted stale"),),
+    ),
+    (
+        "fractional_offset",
+        "[[1, 1.5, 3]]",
+        (xfail("a fractional offset is rounded (1.5 -> 2) instead of rejected"),),
+    ),
+]
+METADATA_VALUES = [
+    ("empty", "", ()),
+    ("not_json", "not json", ()),
+    ("truncated_json", '{"a": 1', ()),
+    ("array", "[1, 2]", ()),
+    ("string", '"text"', ()),
+    ("number", "5", ()),
+    ("json_null", "null", ()),
+]
+MESSAGES_VALUES = [
+    ("null", None, ()),
+    ("empty", "", ()),
+    ("not_json", "nope", ()),
+    ("object", '{"payload": "x"}', ()),
+    ("empty_array", "[]", ()),
+    ("too_many", json.dumps([{"payload": "x"}] * 100_001), ()),
+]
+
+# which kind of bad values each parameter gets
+PARAM_KINDS: dict[str, dict[str, list]] = {
+    "queue_publish": {
+        "p_topic": IDENTIFIER_FULL,
+        "p_partition_key": NAME_OPTIONAL,
+        "p_id": NAME_OPTIONAL,
+        "p_payload": [("null", None, ())],
+        "p_metadata": METADATA_VALUES,
+        "p_delay_ms": ms_values(0, allow_null=True),
+    },
+    "queue_publish_batch": {"p_topic": IDENTIFIER_REQUIRED, "p_messages": MESSAGES_VALUES},
+    "queue_topic_configure": {
+        "p_topic": IDENTIFIER_REQUIRED,
+        "p_partitions": count_values(4096, allow_null=True),
+        "p_max_attempts": count_values(1000, allow_null=True),
+        "p_dlq_suffix": [
+            *(case for case in IDENTIFIER_OPTIONAL if case[0] not in ("192_chars", "5000_chars")),
+            ("65_chars", "_" * 65, ()),
+            ("5000_chars", "_" * 5000, ()),
+        ],
+        "p_retention_ms": ms_values(0, allow_null=True),
+    },
+    "queue_subscribe": {
+        "p_group": IDENTIFIER_FULL,
+        "p_topic": IDENTIFIER_FULL,
+        "p_subscriber": NAME_OPTIONAL,
+        "p_max_attempts": count_values(1000, allow_null=True),
+        "p_dlq_topic": IDENTIFIER_OPTIONAL,
+        "p_lease_ms": ms_values(1, allow_null=True),
+        "p_now": NOW_VALUES,
+    },
+    "queue_unsubscribe": {"p_group": IDENTIFIER_REQUIRED, "p_topic": IDENTIFIER_REQUIRED},
+    "queue_heartbeat": {
+        "p_group": IDENTIFIER_REQUIRED,
+        "p_topic": IDENTIFIER_REQUIRED,
+        "p_subscriber": NAME_REQUIRED,
+        "p_lease_ms": ms_values(1, allow_null=False),
+        "p_now": NOW_VALUES,
+    },
+    "queue_acquire_leases": {
+        "p_group": IDENTIFIER_REQUIRED,
+        "p_topic": IDENTIFIER_REQUIRED,
+        "p_subscriber": NAME_REQUIRED,
+        "p_lease_ms": ms_values(1, allow_null=False),
+        "p_now": NOW_VALUES,
+    },
+    "queue_release_leases": {
+        "p_group": IDENTIFIER_REQUIRED,
+        "p_topic": IDENTIFIER_REQUIRED,
+        "p_subscriber": NAME_REQUIRED,
+        "p_now": NOW_VALUES,
+    },
+    "queue_deregister": {
+        "p_group": IDENTIFIER_REQUIRED,
+        "p_topic": IDENTIFIER_REQUIRED,
+        "p_subscriber": NAME_REQUIRED,
+        "p_now": NOW_VALUES,
+    },
+    "queue_fetch": {
+        "p_group": IDENTIFIER_REQUIRED,
+        "p_topic": IDENTIFIER_REQUIRED,
+        "p_subscriber": NAME_REQUIRED,
+        "p_batch_size": count_values(10_000, allow_null=False),
+        "p_visibility_ms": ms_values(1, allow_null=False),
+        "p_max_messages": count_values(100_000, allow_null=False),
+        "p_now": NOW_VALUES,
+    },
+    "queue_ack": {
+        "p_group": IDENTIFIER_REQUIRED,
+        "p_deliveries": DELIVERY_VALUES,
+        "p_now": NOW_VALUES,
+    },
+    "queue_nack": {
+        "p_group": IDENTIFIER_REQUIRED,
+        "p_deliveries": DELIVERY_VALUES,
+        "p_delay_ms": ms_values(0, allow_null=False),
+        "p_now": NOW_VALUES,
+    },
+    "queue_extend": {
+        "p_group": IDENTIFIER_REQUIRED,
+        "p_deliveries": DELIVERY_VALUES,
+        "p_visibility_ms": ms_values(1, allow_null=False),
+        "p_now": NOW_VALUES,
+    },
+    "queue_dead_letter": {
+        "p_group": IDENTIFIER_REQUIRED,
+        "p_deliveries": DELIVERY_VALUES,
+        "p_now": NOW_VALUES,
+    },
+    "queue_release_messages": {
+        "p_group": IDENTIFIER_REQUIRED,
+        "p_deliveries": DELIVERY_VALUES,
+        "p_now": NOW_VALUES,
+    },
+    "queue_seek": {
+        "p_group": IDENTIFIER_REQUIRED,
+        "p_topic": IDENTIFIER_REQUIRED,
+        "p_partition_key": NAME_OPTIONAL,
+        "p_offset": [("negative", -1, ()), ("very_negative", -(2**62), ())],
+        "p_now": NOW_VALUES,
+    },
+    "queue_redrive": {
+        "p_dlq_topic": IDENTIFIER_REQUIRED,
+        "p_limit": count_values(100_000, allow_null=False),
+        "p_now": NOW_VALUES,
+    },
+    "queue_gc": {"p_limit": count_values(1_000_000, allow_null=False), "p_now": NOW_VALUES},
+    "queue_maintenance": {"p_now": NOW_VALUES},
+}
+
+# Free-form text parameters the procedures store as given (any value, NULL included, is valid).
+UNCHECKED = {("queue_nack", "p_error"), ("queue_dead_letter", "p_error")}
+
+
+def single_param_cases() -> list:
+    cases = []
+    for proc, kinds in PARAM_KINDS.items():
+        for param, values in kinds.items():
+            for label, value, marks in values:
+                cases.append(
+                    pytest.param(proc, param, value, id=f"{proc}-{param}-{label}", marks=marks)
+                )
+    return cases
+
+
+def args_with(proc: str, **overrides: Any) -> list[Any]:
+    params = SIGNATURES[proc]
+    unknown = set(overrides) - set(params)
+    assert not unknown, f"{proc} has no parameter {unknown}"
+    return [overrides.get(name, value) for name, value in params.items()]
+
+
+# Cases that need a combination of arguments: (id, proc, overrides, parameter the message names)
+COMBINATION_CASES = [
+    ("subscribe-dlq-equals-topic", "queue_subscribe", {"p_dlq_topic": TOPIC}, "p_dlq_topic"),
+    # the default DLQ name '<topic>_dlq' would exceed 191 characters; fails after the topic
+    # row was inserted in the procedure's own transaction, which must be rolled back
+    (
+        "subscribe-topic-too-long-for-dlq",
+        "queue_subscribe",
+        {"p_topic": "t" * 188, "p_dlq_topic": None},
+        "p_topic",
+    ),
+    ("fetch-not-subscribed", "queue_fetch", {"p_group": "nobody"}, "p_group"),
+    ("acquire-not-subscribed", "queue_acquire_leases", {"p_topic": "elsewhere"}, "p_group"),
+    ("seek-not-subscribed", "queue_seek", {"p_group": "nobody"}, "p_group"),
+    # the first bad parameter in declaration order is the one reported
+    (
+        "publish-two-bad-parameters",
+        "queue_publish",
+        {"p_topic": "", "p_payload": None},
+        "p_topic",
+    ),
+]
+
+# --------------------------------------------------------------------------- batch elements
+
+VALID_ELEMENT = {"key": "k1", "id": "b-ok", "payload": "x"}
+
+B64_ERROR = xfail("FROM_BASE64 raises errno 1958 'Bad base64 data' in strict mode, not NULL")
+
+# (label, element, field the message names, marks)
+BAD_ELEMENTS = [
+    ("number", 5, "must be a JSON object", ()),
+    ("string", "abc", "must be a JSON object", ()),
+    ("json_null", None, "must be a JSON object", ()),
+    ("array", [{"payload": "x"}], "must be a JSON object", ()),
+    ("key_number", {"key": 5, "payload": "x"}, "key", ()),
+    ("key_bool", {"key": True, "payload": "x"}, "key", ()),
+    ("key_object", {"key": {"a": 1}, "payload": "x"}, "key", ()),
+    ("key_empty", {"key": "", "payload": "x"}, "key", ()),
+    ("key_192_chars", {"key": "k" * 192, "payload": "x"}, "key", ()),
+    ("key_5000_chars", {"key": "k" * 5000, "payload": "x"}, "key", ()),
+    ("id_number", {"id": 7, "payload": "x"}, "id", ()),
+    ("id_array", {"id": ["a"], "payload": "x"}, "id", ()),
+    ("id_empty", {"id": "", "payload": "x"}, "id", ()),
+    ("id_192_multibyte", {"id": "é" * 192, "payload": "x"}, "id", ()),
+    ("id_5000_chars", {"id": "i" * 5000, "payload": "x"}, "id", ()),
+    ("payload_missing", {"key": "k1"}, "must have exactly one of payload", ()),
+    ("payload_null", {"payload": None}, "must have exactly one of payload", ()),
+    ("payload_number", {"payload": 5}, "must have exactly one of payload", ()),
+    ("payload_object", {"payload": {"a": 1}}, "must have exactly one of payload", ()),
+    ("payload_and_b64", {"payload": "x", "payload_b64": "eA=="}, "must have exactly one of", ()),
+    ("payload_b64_number", {"payload_b64": 5}, "must have exactly one of payload", ()),
+    ("payload_b64_invalid", {"payload_b64": "!!!not base64"}, "payload_b64", (B64_ERROR,)),
+    ("payload_b64_unpadded", {"payload_b64": "eA"}, "payload_b64", (B64_ERROR,)),
+    ("metadata_array", {"payload": "x", "metadata": [1]}, "metadata", ()),
+    ("metadata_string", {"payload": "x", "metadata": '{"a": 1}'}, "metadata", ()),
+    ("metadata_number", {"payload": "x", "metadata": 5}, "metadata", ()),
+    ("delay_negative", {"payload": "x", "delay_ms": -1}, "delay_ms", ()),
+    ("delay_fraction", {"payload": "x", "delay_ms": 1.5}, "delay_ms", ()),
+    ("delay_string", {"payload": "x", "delay_ms": "5"}, "delay_ms", ()),
+    ("delay_bool", {"payload": "x", "delay_ms": True}, "delay_ms", ()),
+    ("delay_above_one_year", {"payload": "x", "delay_ms": YEAR_MS + 1}, "delay_ms", ()),
+    ("delay_huge", {"payload": "x", "delay_ms": 10**30}, "delay_ms", ()),
+]
+
+
+def _element_cases() -> list:
+    return [
+        pytest.param(element, field, id=label, marks=marks)
+        for label, element, field, marks in BAD_ELEMENTS
+    ]
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@contextlib.contextmanager
+def seeded_database(
+    server: Any, admin: Any, schema_objects: list, head_revision: str | None
+) -> Iterator[str]:
+    """A new database with the schema and rows in every queue_* table; yields its DSN."""
+    name = f"mysqlq_t_{secrets.token_hex(6)}"
+    cur = admin.conn.cursor()
+    cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    try:
+        cur.execute(f"USE `{name}`")
+        schema.install(schema.CursorExecutor(cur), schema_objects)
+        schema.stamp(cur, head_revision)
+        dsn = mq_connection.with_database(server.dsn, name)
+        conn = mq_connection.connect(dsn)
+        try:
+            _seed(conn)
+            empty = [t for t, (rows, _) in state(conn).items() if rows == 0]
+            assert not empty, f"seeding left tables empty: {empty}"
+        finally:
+            conn.close()
+        yield dsn
+    finally:
+        cur.execute(
+            "SELECT id FROM information_schema.PROCESSLIST WHERE db = %s AND id <> CONNECTION_ID()",
+            (name,),
+        )
+        for (pid,) in cur.fetchall():
+            with contextlib.suppress(MySQLdb.Error):
+                cur.execute(f"KILL {int(pid)}")
+        cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        cur.close()
+
+
+@pytest.fixture(scope="module")
+def seeded(
+    server: Any, admin: Any, schema_objects: list, head_revision: str | None
+) -> Iterator[str]:
+    """The database the rejected calls run against: nothing may ever change in it."""
+    with seeded_database(server, admin, schema_objects, head_revision) as dsn:
+        yield dsn
+
+
+@pytest.fixture(scope="module")
+def scratch(
+    server: Any, admin: Any, schema_objects: list, head_revision: str | None
+) -> Iterator[Any]:
+    """Another seeded database, for calls that succeed (and write); yields a connection to it."""
+    with seeded_database(server, admin, schema_objects, head_revision) as dsn:
+        conn = mq_connection.connect(dsn)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+
+def _seed(conn: Any) -> None:
+    """Rows in every table, with the server clock and hour-long leases (maintenance-proof)."""
+    call(conn, "queue_topic_configure", TOPIC, 4, 3, None, None)
+    for i in range(3):
+        call(conn, "queue_publish", TOPIC, "k1", f"m-{i}", b"keyed", '{"n": 1}', 0)
+        call(conn, "queue_publish", TOPIC, None, f"u-{i}", b"unkeyed", None, 0)
+    call(conn, "queue_publish", TOPIC, "k2", "later", b"delayed", None, HOUR_MS)
+    call(conn, "queue_subscribe", GROUP, TOPIC, SUBSCRIBER, 3, None, HOUR_MS, None)
+    call(conn, "queue_subscribe", "audit", TOPIC, None, None, None, None, None)
+    call(conn, "queue_acquire_leases", GROUP, TOPIC, SUBSCRIBER, HOUR_MS, None)
+    got = call(conn, "queue_fetch", GROUP, TOPIC, SUBSCRIBER, 10, HOUR_MS, 100, None)
+    assert len(got) == 6, got
+    by_key = [m for m in got if m["partition_key"] == "k1"]
+    triples = [[m["partition_id"], m["offset"], m["token"]] for m in by_key]
+    call(conn, "queue_ack", GROUP, json.dumps(triples[:1]), None)
+    call(conn, "queue_nack", GROUP, json.dumps(triples[1:2]), HOUR_MS, "retry later", None)
+    call(conn, "queue_dead_letter", GROUP, json.dumps(triples[2:]), "poison", None)
+
+
+@dataclass
+class Probe:
+    """The connection bad calls are made on, another one that looks, and the tables to compare."""
+
+    caller: Any
+    observer: Any
+    tables: list[str]
+
+
+@pytest.fixture(scope="module")
+def probe(seeded: str) -> Iterator[Probe]:
+    caller = mq_connection.connect(seeded)  # autocommit, as the driver opens connections
+    observer = mq_connection.connect(seeded)
+    try:
+        yield Probe(caller, observer, queue_tables(observer))
+    finally:
+        caller.close()
+        observer.close()
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _scalar_rows(conn: Any, sql: str) -> list[tuple]:
+    cur = conn.cursor()
+    try:
+        cur.execute(sql)
+        return list(cur.fetchall())
+    finally:
+        cur.close()
+
+
+def queue_tables(conn: Any) -> list[str]:
+    tables = [
+        r[0]
+        for r in _scalar_rows(
+            conn,
+            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
+            "AND TABLE_NAME LIKE 'queue\\_%' ORDER BY TABLE_NAME",
+        )
+    ]
+    assert len(tables) >= 8, tables
+    return tables
+
+
+def state(conn: Any, tables: list[str] | None = None) -> dict[str, tuple[int, int]]:
+    """(row count, checksum) of every queue_* table, as this connection sees them."""
+    tables = tables or queue_tables(conn)
+    counts = _scalar_rows(
+        conn, "SELECT " + ", ".join(f"(SELECT COUNT(*) FROM `{t}`)" for t in tables)
+    )[0]
+    checksums = _scalar_rows(conn, "CHECKSUM TABLE " + ", ".join(f"`{t}`" for t in tables))
+    return {t: (int(n), int(s)) for t, n, (_, s) in zip(tables, counts, checksums, strict=True)}
+
+
+def names(param: str, message: str) -> bool:
+    """Whether message names param as a word (p_topic is not named by p_dlq_topic)."""
+    return re.search(rf"(?<![\w]){re.escape(param)}(?![\w])", message) is not None
+
+
+def assert_rejected(probe: Probe, proc: str, args: list[Any]) -> str:
+    """Call proc; assert SQLSTATE 45000 and no change anywhere. Returns the message."""
+    caller = probe.caller
+    before = state(probe.observer, probe.tables)
+    with pytest.raises(errors.InvalidArgument) as info:
+        call(caller, proc, *args)
+    diagnostics = _scalar_rows(
+        caller,
+        "GET DIAGNOSTICS CONDITION 1 @mq_sqlstate = RETURNED_SQLSTATE, @mq_errno = MYSQL_ERRNO",
+    )
+    assert diagnostics == []
+    sqlstate, errno, open_transactions = _scalar_rows(
+        caller,
+        "SELECT @mq_sqlstate, @mq_errno, (SELECT COUNT(*) FROM information_schema.INNODB_TRX "
+        "WHERE trx_mysql_thread_id = CONNECTION_ID())",
+    )[0]
+    message = str(info.value)
+    assert (sqlstate, int(errno), info.value.errno) == ("45000", 1644, 1644), message
+    # with no transaction open, the caller has no uncommitted changes: what others see is all
+    assert open_transactions == 0, f"{proc} left a transaction open"
+    assert state(probe.observer, probe.tables) == before, f"{proc} changed the database"
+    return message
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_every_public_procedure_is_covered(probe: Probe) -> None:
+    """The signatures above are the installed ones: a new public procedure needs cases here."""
+    rows = _scalar_rows(
+        probe.observer,
+        "SELECT r.ROUTINE_NAME, p.PARAMETER_NAME FROM information_schema.ROUTINES AS r "
+        "LEFT JOIN information_schema.PARAMETERS AS p ON p.SPECIFIC_SCHEMA = r.ROUTINE_SCHEMA "
+        "AND p.SPECIFIC_NAME = r.ROUTINE_NAME AND p.ORDINAL_POSITION > 0 "
+        "WHERE r.ROUTINE_SCHEMA = DATABASE() AND r.ROUTINE_TYPE = 'PROCEDURE' "
+        "AND r.ROUTINE_NAME LIKE 'queue\\_%' AND r.ROUTINE_NAME NOT LIKE 'queue\\_\\_%' "
+        "ORDER BY r.ROUTINE_NAME, p.ORDINAL_POSITION",
+    )
+    installed: dict[str, list[str]] = {}
+    for proc, param in rows:
+        installed.setdefault(proc, [])
+        if param is not None:
+            installed[proc].append(param)
+    assert installed == {proc: list(params) for proc, params in SIGNATURES.items()}
+    for proc, params in SIGNATURES.items():
+        covered = set(PARAM_KINDS[proc]) | {p for pr, p in UNCHECKED if pr == proc}
+        assert covered == set(params), f"{proc}: parameters without bad-input cases"
+
+
+@pytest.mark.parametrize("proc", sorted(SIGNATURES))
+def test_base_arguments_are_valid(scratch: Any, proc: str) -> None:
+    """Each case changes one argument of a valid call: the unchanged call must succeed.
+
+    Alphabetical order keeps the destructive calls (deregister, unsubscribe) harmless to the later
+    ones; the bad-input cases run against another database.
+    """
+    call(scratch, proc, *args_with(proc))
+
+
+@pytest.mark.parametrize(("proc", "param", "value"), single_param_cases())
+def test_bad_parameter(probe: Probe, proc: str, param: str, value: Any) -> None:
+    message = assert_rejected(probe, proc, args_with(proc, **{param: value}))
+    assert names(param, message), f"{message!r} does not name {param}"
+
+
+@pytest.mark.parametrize(
+    ("proc", "overrides", "param"),
+    [pytest.param(proc, o, p, id=case_id) for case_id, proc, o, p in COMBINATION_CASES],
+)
+def test_bad_combination(probe: Probe, proc: str, overrides: dict[str, Any], param: str) -> None:
+    message = assert_rejected(probe, proc, args_with(proc, **overrides))
+    assert names(param, message), f"{message!r} does not name {param}"
+
+
+# Procedures that refuse a group not subscribed to the topic (after checking the parameters).
+SUBSCRIPTION_CHECKED = {"queue_acquire_leases", "queue_fetch", "queue_seek"}
+
+
+def _trailing_newline_cases() -> list:
+    cases = []
+    for proc, kinds in PARAM_KINDS.items():
+        for param, values in kinds.items():
+            if any(values is kind for kind in IDENTIFIER_LISTS):
+                # no group is subscribed under a fresh name: those procedures refuse it anyway
+                marks = () if proc in SUBSCRIPTION_CHECKED else (TRAILING_NEWLINE,)
+                cases.append(pytest.param(proc, param, id=f"{proc}-{param}", marks=marks))
+    cases.append(
+        pytest.param(
+            "queue_topic_configure",
+            "p_dlq_suffix",
+            id="queue_topic_configure-p_dlq_suffix",
+            marks=(TRAILING_NEWLINE,),
+        )
+    )
+    return cases
+
+
+@pytest.mark.parametrize(("proc", "param"), _trailing_newline_cases())
+def test_identifier_with_trailing_newline(scratch: Any, proc: str, param: str) -> None:
+    """Runs on the scratch database with a name of its own: while the bug lasts, the call
+    succeeds and writes."""
+    name = f"nl-{proc}-{param}\n"
+    with pytest.raises(errors.InvalidArgument) as info:
+        call(scratch, proc, *args_with(proc, **{param: name}))
+    assert names(param, str(info.value)) or names("p_group", str(info.value))
+
+
+@pytest.mark.parametrize("position", [0, 2])
+@pytest.mark.parametrize(("element", "field"), _element_cases())
+def test_bad_batch_element(probe: Probe, element: Any, field: str, position: int) -> None:
+    """The message names the first bad element by its 0-based index, then the field."""
+    batch: list[Any] = [dict(VALID_ELEMENT, id=f"b-{i}") for i in range(3)]
+    batch[position] = element
+    if position < 2:
+        batch[2] = {"payload": 7}  # a later bad element is not the one reported
+    message = assert_rejected(probe, "queue_publish_batch", [TOPIC, json.dumps(batch)])
+    assert message.startswith(f"p_messages[{position}] "), message
+    assert field in message, message
+
+
+def test_bad_element_in_a_full_batch_is_named_by_index(probe: Probe) -> None:
+    batch = [{"payload": "x"}] * 99_999 + [{"payload": "x", "key": ""}]
+    message = assert_rejected(probe, "queue_publish_batch", [TOPIC, json.dumps(batch)])
+    assert message.startswith("p_messages[99999] key "), message
+
+
+@pytest.mark.parametrize(
+    ("proc", "args"),
+    [
+        pytest.param("queue_publish", args_with("queue_publish", p_metadata="[]"), id="publish"),
+        pytest.param(
+            "queue_publish_batch",
+            [TOPIC, json.dumps([{"payload": "x"}, {"payload": "y", "delay_ms": -5}])],
+            id="publish_batch",
+        ),
+    ],
+)
+def test_rejected_publish_keeps_the_callers_transaction(
+    conn: Any, connect: Any, proc: str, args: list[Any]
+) -> None:
+    """G2 + G13: a rejected publish neither commits nor rolls back the caller's transaction."""
+    conn.autocommit(False)
+    call(conn, "queue_publish", TOPIC, "k", "before", b"x", None, 0)
+    with pytest.raises(errors.InvalidArgument):
+        call(conn, proc, *args)
+    other = connect()
+    assert _scalar_rows(other, "SELECT COUNT(*) FROM queue_messages") == [(0,)]
+    assert _scalar_rows(conn, "SELECT message_id FROM queue_messages") == [("before",)]
+    conn.rollback()
+    assert _scalar_rows(conn, "SELECT COUNT(*) FROM queue_messages") == [(0,)]
+
+
+@pytest.mark.parametrize(
+    ("proc", "overrides"),
+    [
+        pytest.param(
+            "queue_publish",
+            {"p_topic": "T" * 191, "p_partition_key": "k" * 191, "p_id": "é" * 191},
+            id="publish-191-char-names",
+        ),
+        pytest.param(
+            "queue_publish",
+            {"p_topic": "a.b_c-d:e/f", "p_delay_ms": YEAR_MS, "p_metadata": None, "p_id": None},
+            id="publish-all-identifier-characters-and-max-delay",
+        ),
+        pytest.param(
+            "queue_publish", {"p_partition_key": "a'b; DROP TABLE x"}, id="publish-key-metachars"
+        ),
+        pytest.param(
+            "queue_subscribe",
+            {"p_group": "g" * 191, "p_subscriber": "a'b; DROP TABLE x", "p_max_attempts": 1000},
+            id="subscribe-191-char-group-free-form-subscriber",
+        ),
+        pytest.param(
+            "queue_fetch",
+            {"p_batch_size": 10_000, "p_max_messages": 100_000, "p_visibility_ms": YEAR_MS},
+            id="fetch-max-sizes",
+        ),
+        pytest.param("queue_gc", {"p_limit": 1_000_000, "p_now": MAX_NOW}, id="gc-max"),
+        pytest.param("queue_seek", {"p_offset": 2**62, "p_partition_key": None}, id="seek-far"),
+    ],
+)
+def test_boundary_values_are_accepted(scratch: Any, proc: str, overrides: dict[str, Any]) -> None:
+    """The checks are not stricter than documented: limits themselves pass."""
+    call(scratch, "queue_subscribe", GROUP, TOPIC, SUBSCRIBER, None, None, None, None)
+    call(scratch, proc, *args_with(proc, **overrides))
+
+
+def test_batch_boundary_values_are_accepted(scratch: Any) -> None:
+    batch = [
+        {"key": "k" * 191, "id": "é" * 191, "payload": "", "delay_ms": YEAR_MS},
+        {"payload_b64": "AAEC/w==", "metadata": {}, "key": None, "id": None, "delay_ms": None},
+    ]
+    out = call(scratch, "queue_publish_batch", TOPIC, json.dumps(batch))
+    assert [(r["idx"], r["duplicate"]) for r in out] == [(0, 0), (1, 0)]

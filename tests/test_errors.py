@@ -1,0 +1,131 @@
+"""MySQL errors are raised as mysqlq errors."""
+
+from __future__ import annotations
+
+import threading
+
+import MySQLdb
+import pytest
+
+import mysqlq
+from mysqlq import errors
+from mysqlq.connection import call
+
+
+def test_hierarchy() -> None:
+    for cls in (
+        errors.InvalidArgument,
+        errors.NotMigrated,
+        errors.SchemaMismatch,
+        errors.ConnectionLost,
+        errors.Deadlock,
+        errors.LockTimeout,
+        errors.DatabaseError,
+        errors.InvalidDSN,
+    ):
+        assert issubclass(cls, mysqlq.Error)
+    assert issubclass(errors.NotMigrated, errors.SchemaMismatch)
+    for cls in (errors.ConnectionLost, errors.Deadlock, errors.LockTimeout):
+        assert issubclass(cls, errors.TransientError)
+
+
+@pytest.mark.parametrize(
+    ("errno", "message", "expected"),
+    [
+        (1644, "p_topic must not be empty", errors.InvalidArgument),
+        (1305, "FUNCTION db.queue_version does not exist", errors.NotMigrated),
+        (1305, "PROCEDURE mydb.queue_publish does not exist", errors.NotMigrated),
+        (1305, "FUNCTION db.other_thing does not exist", errors.DatabaseError),
+        (1146, "Table 'db.queue_messages' doesn't exist", errors.NotMigrated),
+        (1146, "Table 'db.customers' doesn't exist", errors.DatabaseError),
+        (1213, "Deadlock found when trying to get lock", errors.Deadlock),
+        (1205, "Lock wait timeout exceeded", errors.LockTimeout),
+        (2006, "MySQL server has gone away", errors.ConnectionLost),
+        (2013, "Lost connection to server during query", errors.ConnectionLost),
+        (2003, "Can't connect to MySQL server", errors.ConnectionLost),
+        (1062, "Duplicate entry", errors.DatabaseError),
+    ],
+)
+def test_translate(errno: int, message: str, expected: type) -> None:
+    exc = errors.translate(MySQLdb.OperationalError(errno, message))
+    assert type(exc) is expected
+    assert exc.errno == errno
+
+
+def test_translating_keeps_the_cause() -> None:
+    original = MySQLdb.OperationalError(1213, "Deadlock found")
+    with pytest.raises(errors.Deadlock) as info, errors.translating():
+        raise original
+    assert info.value.__cause__ is original
+
+
+def test_signal_is_invalid_argument(conn) -> None:
+    cur = conn.cursor()
+    cur.execute(
+        "CREATE PROCEDURE scratch_check(IN p_topic TEXT)\nBEGIN\n"
+        "  IF p_topic IS NULL THEN\n"
+        "    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must not be NULL';\n"
+        "  END IF;\nEND"
+    )
+    with pytest.raises(errors.InvalidArgument, match="p_topic must not be NULL"):
+        call(conn, "scratch_check", None)
+
+
+def test_missing_procedure_is_not_migrated(empty_db) -> None:
+    conn = empty_db.connect()
+    with pytest.raises(errors.NotMigrated, match="mysqlq migrate"):
+        call(conn, "queue_publish", "t", None, None, b"", None, 0)
+
+
+def test_lock_timeout_and_deadlock(conn, connect) -> None:
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE scratch_locks (id INT PRIMARY KEY, v INT) ENGINE=InnoDB")
+    cur.execute("INSERT INTO scratch_locks VALUES (1, 0), (2, 0)")
+    a, b = connect(), connect()
+    for c in (a, b):
+        c.autocommit(False)
+        c.cursor().execute("SET SESSION innodb_lock_wait_timeout = 1")
+    a.cursor().execute("UPDATE scratch_locks SET v = 1 WHERE id = 1")
+    with pytest.raises(errors.LockTimeout), errors.translating():
+        b.cursor().execute("UPDATE scratch_locks SET v = 2 WHERE id = 1")
+    b.rollback()
+    a.rollback()
+
+    # deadlock: a locks 1 then 2, b locks 2 then 1
+    for c in (a, b):
+        c.cursor().execute("SET SESSION innodb_lock_wait_timeout = 20")
+    a.cursor().execute("UPDATE scratch_locks SET v = 1 WHERE id = 1")
+    b.cursor().execute("UPDATE scratch_locks SET v = 2 WHERE id = 2")
+    outcome: dict[str, BaseException | None] = {}
+
+    def second() -> None:
+        try:
+            with errors.translating():
+                a.cursor().execute("UPDATE scratch_locks SET v = 1 WHERE id = 2")
+            outcome["a"] = None
+        except mysqlq.Error as exc:
+            outcome["a"] = exc
+
+    t = threading.Thread(target=second)
+    t.start()
+    try:
+        with errors.translating():
+            b.cursor().execute("UPDATE scratch_locks SET v = 2 WHERE id = 1")
+        outcome["b"] = None
+    except mysqlq.Error as exc:
+        outcome["b"] = exc
+    t.join(30)
+    raised = [e for e in outcome.values() if e is not None]
+    assert len(raised) == 1 and isinstance(raised[0], errors.Deadlock), outcome
+    a.rollback()
+    b.rollback()
+
+
+def test_killed_connection_is_connection_lost(conn, connect) -> None:
+    victim = connect()
+    cur = victim.cursor()
+    cur.execute("SELECT CONNECTION_ID()")
+    (victim_id,) = cur.fetchone()
+    conn.cursor().execute(f"KILL {int(victim_id)}")
+    with pytest.raises(errors.ConnectionLost), errors.translating():
+        victim.cursor().execute("SELECT 1")

@@ -1,0 +1,83 @@
+"""The throwaway local server (forced with MYSQLQ_TEST_SERVER=local in real use)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from mysqlq import localserver
+from mysqlq.connection import connect
+
+needs_binary = pytest.mark.skipif(
+    localserver.server_binary() is None, reason="no mariadbd/mysqld binary"
+)
+
+
+@needs_binary
+def test_throwaway_server_starts_answers_restarts_and_stops(monkeypatch) -> None:
+    monkeypatch.delenv("MYSQLQ_TEST_DSN", raising=False)
+    monkeypatch.setenv("MYSQLQ_TEST_SERVER", "local")
+    server = localserver.find_or_start()
+    try:
+        assert isinstance(server, localserver.LocalServer) and server.started
+        assert server.port != 3306
+        assert server.socket_path.exists()
+        conn = connect(server.dsn)
+        cur = conn.cursor()
+        cur.execute("SELECT @@port, @@bind_address")
+        assert cur.fetchone() == (server.port, "127.0.0.1")
+        cur.execute("CREATE DATABASE survives")
+        cur.execute("CREATE TABLE survives.t (x INT PRIMARY KEY) ENGINE=InnoDB")
+        cur.execute("INSERT INTO survives.t VALUES (1)")
+        conn.close()
+
+        server.restart(crash=True)
+        conn = connect(server.dsn)
+        cur = conn.cursor()
+        cur.execute("SELECT x FROM survives.t")
+        assert cur.fetchall() == ((1,),)
+        conn.close()
+    finally:
+        directory = server.directory
+        server.stop()
+    assert not directory.exists()
+    assert not localserver.answers(server.dsn)
+
+
+@needs_binary
+def test_module_command_keeps_a_server_running(tmp_path) -> None:
+    directory = tmp_path / "srv"
+    cmd = [sys.executable, "-m", "mysqlq.localserver", "--mode", "local", "--dir", str(directory)]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    dsn = first.stdout.strip()
+    try:
+        assert localserver.answers(dsn)
+        again = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert again.stdout.strip() == dsn  # reused, not a second server
+    finally:
+        stop = subprocess.run(
+            [sys.executable, "-m", "mysqlq.localserver", "--stop", str(directory)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert stop.returncode == 0, stop.stderr
+    assert not localserver.answers(dsn)
+
+
+def test_unknown_mode_is_refused(monkeypatch) -> None:
+    monkeypatch.setenv("MYSQLQ_TEST_SERVER", "bogus")
+    with pytest.raises(localserver.ServerUnavailable):
+        localserver.find_or_start()
+
+
+def test_env_dsn_wins(monkeypatch) -> None:
+    monkeypatch.setenv("MYSQLQ_TEST_DSN", "mysql://someone@127.0.0.1:1")
+    monkeypatch.setenv("MYSQLQ_TEST_SERVER", "auto")
+    server = localserver.find_or_start()
+    assert isinstance(server, localserver.ExternalServer)
+    assert server.dsn == "mysql://someone@127.0.0.1:1"
+    server.stop()  # a no-op for servers we did not start

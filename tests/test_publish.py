@@ -1,0 +1,157 @@
+"""Publishing: idempotency (G1), the caller's transaction (G2), late commits (G3)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from support import Consumer, call, publish, rows, scalar, wait_until
+
+
+def test_republish_returns_first_offset_even_after_consumption(conn):
+    first = publish(conn, "orders", "k", "m-1", b"one")
+    assert first == {"offset": 1, "duplicate": 0}
+    assert publish(conn, "orders", "k", "m-2", b"two")["offset"] == 2
+
+    c = Consumer(conn, "billing", "orders", "s1")
+    c.subscribe()
+    c.tick()
+    got = c.fetch()
+    assert [m["id"] for m in got] == ["m-1", "m-2"]
+    assert c.ack(got)["settled"] == 2
+
+    again = publish(conn, "orders", "k", "m-1", b"changed payload")
+    assert again == {"offset": 1, "duplicate": 1}
+    assert scalar(conn, "SELECT COUNT(*) FROM queue_messages") == 2
+    assert scalar(conn, "SELECT payload FROM queue_messages WHERE message_id = 'm-1'") == b"one"
+    assert scalar(conn, "SELECT last_offset FROM queue_partitions") == 2
+    assert c.fetch() == []
+
+
+def test_unkeyed_duplicate_lands_in_same_slot(conn):
+    a = publish(conn, "events", None, "evt-7", b"x")
+    b = publish(conn, "events", None, "evt-7", b"y")
+    assert b == {"offset": a["offset"], "duplicate": 1}
+    assert scalar(conn, "SELECT COUNT(*) FROM queue_messages") == 1
+
+
+def test_unkeyed_messages_spread_over_default_partitions(conn):
+    call(conn, "queue_topic_configure", "events", 4, None, None, None)
+    for i in range(64):
+        publish(conn, "events", None, None, b"x%d" % i)
+    slots = rows(conn, "SELECT slot, last_offset FROM queue_partitions WHERE topic = 'events'")
+    assert sorted(r["slot"] for r in slots) == [0, 1, 2, 3]
+    assert sum(r["last_offset"] for r in slots) == 64
+
+
+def test_batch_publish_dedups_against_log_and_within_batch(conn):
+    publish(conn, "orders", "k", "m-1", b"one")
+    batch = [
+        {"key": "k", "id": "m-2", "payload": "two", "metadata": {"n": 2}},
+        {"key": "k", "id": "m-1", "payload": "again"},
+        {"key": "other", "payload_b64": "AAEC/w=="},
+        {"key": "k", "id": "m-2", "payload": "twice in batch"},
+        {"key": "k", "id": "m-3", "payload": "three", "delay_ms": 5},
+    ]
+    out = call(conn, "queue_publish_batch", "orders", json.dumps(batch))
+    assert [(r["idx"], r["offset"], r["duplicate"]) for r in out] == [
+        (0, 2, 0),
+        (1, 1, 1),
+        (2, 1, 0),
+        (3, 2, 1),
+        (4, 3, 0),
+    ]
+    assert scalar(conn, "SELECT payload FROM queue_messages WHERE partition_key = 'other'") == (
+        b"\x00\x01\x02\xff"
+    )
+    assert json.loads(
+        scalar(conn, "SELECT metadata FROM queue_messages WHERE message_id = 'm-2'")
+    ) == {"n": 2}
+    assert scalar(conn, "SELECT last_offset FROM queue_partitions WHERE partition_key = 'k'") == 3
+
+
+def test_publish_rolls_back_with_the_callers_transaction(conn, connect):
+    conn.query("CREATE TABLE business (id INT PRIMARY KEY)")
+    conn.autocommit(False)
+    conn.query("INSERT INTO business VALUES (1)")
+    publish(conn, "orders", "k", "m-1", b"outbox")
+    batch = [{"key": "k", "id": "m-2", "payload": "p"}]
+    call(conn, "queue_publish_batch", "orders", json.dumps(batch))
+    other = connect()
+    # nothing is visible to others before the caller commits: the procedures did not commit
+    assert scalar(other, "SELECT COUNT(*) FROM queue_messages") == 0
+    assert scalar(other, "SELECT COUNT(*) FROM business") == 0
+    conn.rollback()
+    assert scalar(other, "SELECT COUNT(*) FROM queue_messages") == 0
+    assert scalar(other, "SELECT COALESCE(MAX(last_offset), 0) FROM queue_partitions") == 0
+
+    conn.query("INSERT INTO business VALUES (2)")
+    assert publish(conn, "orders", "k", "m-3", b"outbox")["offset"] == 1
+    conn.commit()
+    assert scalar(other, "SELECT COUNT(*) FROM business") == 1
+    assert scalar(other, "SELECT message_id FROM queue_messages") == "m-3"
+
+
+def _lock_waits(conn) -> int:
+    return int(
+        scalar(
+            conn, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'"
+        )
+    )
+
+
+def test_late_commit_is_not_skipped(conn, connect):
+    """G3: a publish held open while others publish and consume the same partition."""
+    publish(conn, "orders", "k", "early", b"0")
+    publish(conn, "orders", "other", "x0", b"x")
+    consumer = Consumer(connect(), "billing", "orders", "s1")
+    consumer.subscribe()
+    consumer.tick()
+    first = consumer.fetch()
+    assert [m["id"] for m in first] == ["early", "x0"]
+    consumer.ack(first)
+
+    slow = connect()
+    slow.autocommit(False)
+    assert publish(slow, "orders", "k", "late", b"late")["offset"] == 2
+
+    # a second publisher to the same partition waits for the first to commit
+    result = {}
+
+    def publish_fast():
+        result["fast"] = publish(connect(), "orders", "k", "fast", b"fast")
+
+    t = threading.Thread(target=publish_fast)
+    t.start()
+    # InnoDB refreshes INNODB_TRX only after 100 ms without readers: poll slower than that
+    wait_until(
+        lambda: _lock_waits(conn) >= 1,
+        interval=0.25,
+        what="second publisher waiting on the sequence",
+    )
+
+    # other partitions are not held up
+    assert publish(conn, "orders", "other", "x", b"x")["offset"] == 2
+    # the consumer sees nothing of partition k past the watermark while 'late' is open
+    got = consumer.fetch()
+    assert [m["partition_key"] for m in got] == ["other"]
+    consumer.ack(got)
+
+    slow.commit()
+    t.join(timeout=30)
+    assert result["fast"] == {"offset": 3, "duplicate": 0}
+    got = consumer.fetch()
+    assert [(m["id"], m["offset"]) for m in got] == [("late", 2), ("fast", 3)]
+    consumer.ack(got)
+    assert max(consumer.offsets().values()) == 3
+
+
+def test_rolled_back_publish_leaves_no_gap(conn, connect):
+    publish(conn, "orders", "k", "a", b"a")
+    tx = connect()
+    tx.autocommit(False)
+    publish(tx, "orders", "k", "b", b"b")
+    tx.rollback()
+    assert publish(conn, "orders", "k", "c", b"c")["offset"] == 2
+    offsets = [r["msg_offset"] for r in rows(conn, "SELECT msg_offset FROM queue_messages")]
+    assert offsets == [1, 2]
