@@ -7,7 +7,7 @@ COALESCE({{ p_now }}, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
 
 {#- Type of a name parameter: wide enough that an over-long value reaches our own check. -#}
 {% macro name_param() -%}
-TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
 {%- endmacro %}
 
 {#- Type of a name local: the column type, so that comparisons use the indexes. -#}
@@ -23,22 +23,24 @@ SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{{ message }}'
 {#- A topic or group name: 1 to 191 characters of letters, digits and . _ - : / -#}
 {% macro check_identifier(param) -%}
 IF {{ param }} IS NULL OR CHAR_LENGTH({{ param }}) NOT BETWEEN 1 AND 191
-        OR {{ param }} NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR {{ param }} REGEXP '[^A-Za-z0-9._:/-]' THEN
         {{ fail(param ~ ' must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /') }};
     END IF
 {%- endmacro %}
 
 {#- A free-form name (subscriber, partition key, message id): NULL not allowed, 1 to 191 chars. -#}
+{#- Names compare under utf8mb4_bin, which ignores trailing spaces on both servers (PAD SPACE):
+    'x' and 'x ' would be one id, so a trailing space is refused rather than silently merged. -#}
 {% macro check_name(param) -%}
-IF {{ param }} IS NULL OR CHAR_LENGTH({{ param }}) NOT BETWEEN 1 AND 191 THEN
-        {{ fail(param ~ ' must be 1 to 191 characters') }};
+IF {{ param }} IS NULL OR CHAR_LENGTH({{ param }}) NOT BETWEEN 1 AND 191 OR {{ param }} LIKE '% ' THEN
+        {{ fail(param ~ ' must be 1 to 191 characters, not ending in a space') }};
     END IF
 {%- endmacro %}
 
 {#- An optional free-form name: NULL allowed, otherwise 1 to 191 chars. -#}
 {% macro check_optional_name(param) -%}
-IF {{ param }} IS NOT NULL AND CHAR_LENGTH({{ param }}) NOT BETWEEN 1 AND 191 THEN
-        {{ fail(param ~ ' must be NULL or 1 to 191 characters') }};
+IF {{ param }} IS NOT NULL AND (CHAR_LENGTH({{ param }}) NOT BETWEEN 1 AND 191 OR {{ param }} LIKE '% ') THEN
+        {{ fail(param ~ ' must be NULL or 1 to 191 characters, not ending in a space') }};
     END IF
 {%- endmacro %}
 
@@ -73,12 +75,11 @@ IF {{ param }} IS NULL OR NOT JSON_VALID({{ param }}) OR JSON_TYPE({{ param }}) 
     END IF;
     IF EXISTS (
         SELECT 1
-        FROM JSON_TABLE({{ param }}, '$[*]' COLUMNS (
-            d_pid BIGINT PATH '$[0]' NULL ON EMPTY NULL ON ERROR,
-            d_off BIGINT PATH '$[1]' NULL ON EMPTY NULL ON ERROR,
-            d_tok BIGINT PATH '$[2]' NULL ON EMPTY NULL ON ERROR
-        )) AS d
-        WHERE d.d_pid IS NULL OR d.d_off IS NULL OR d.d_tok IS NULL
+        FROM JSON_TABLE({{ param }}, '$[*]' COLUMNS (d_elem JSON PATH '$')) AS d
+        WHERE COALESCE(JSON_TYPE(d.d_elem), '') <> 'ARRAY' OR JSON_LENGTH(d.d_elem) <> 3
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[0]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[2]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
     ) THEN
         {{ fail(param ~ ' must be a JSON array of [partition_id, offset, token]') }};
     END IF
@@ -111,4 +112,39 @@ DECLARE EXIT HANDLER FOR SQLEXCEPTION
             j_delay BIGINT PATH '$.delay_ms'
         )) AS j
     )
+{%- endmacro %}
+
+{#- Publish runs in the caller's transaction and never commits it (G2). With no transaction open
+    (autocommit), every statement would commit on its own and release the sequence lock between
+    taking an offset and writing the message, so the routine then wraps itself in one. A savepoint
+    outlives its statement only inside a transaction: that is the probe. The savepoint also undoes
+    the routine's own writes when it fails inside the caller's transaction (no gap, no half batch);
+    after a deadlock the server has already rolled everything back and the savepoint is gone. -#}
+{% macro publish_transaction_handler() -%}
+DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        DECLARE CONTINUE HANDLER FOR 1305 BEGIN END;
+        ROLLBACK TO SAVEPOINT mysqlq_publish;
+        IF v_own_transaction = 1 THEN ROLLBACK; END IF;
+        RESIGNAL;
+    END
+{%- endmacro %}
+
+{% macro begin_unless_in_transaction() -%}
+SAVEPOINT mysqlq_publish;
+    BEGIN
+        DECLARE CONTINUE HANDLER FOR 1305 SET v_own_transaction = 1;
+        ROLLBACK TO SAVEPOINT mysqlq_publish;
+    END;
+    IF v_own_transaction = 1 THEN
+        START TRANSACTION;
+    END IF
+{%- endmacro %}
+
+{% macro commit_if_own_transaction() -%}
+IF v_own_transaction = 1 THEN
+        COMMIT;
+    ELSE
+        RELEASE SAVEPOINT mysqlq_publish;
+    END IF
 {%- endmacro %}

@@ -81,7 +81,7 @@ BEGIN
                 v_pid, p_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
                 v_now, v_now + COALESCE(p_delay_ms, 0), p_target_group, p_origin_topic, p_origin_group,
                 p_origin_offset, p_origin_message_id, p_failures, p_last_error,
-                IF(p_origin_group IS NULL, NULL, v_now)
+                IF(p_failures IS NULL, NULL, v_now)
             );
         END;
         IF p_duplicate = 1 THEN
@@ -89,6 +89,11 @@ BEGIN
             FROM queue_messages AS msg
             WHERE msg.partition_id = v_pid AND msg.message_id = v_id
             LOCK IN SHARE MODE;
+            IF v_existing IS NULL THEN
+                -- the key that clashed was the offset, not the id: never report that as a duplicate
+                SIGNAL SQLSTATE '45000'
+                    SET MESSAGE_TEXT = 'mysqlq: offset already taken in the partition; the sequence row was not locked';
+            END IF;
         END IF;
     END IF;
 

@@ -5,9 +5,9 @@ CREATE PROCEDURE queue_fetch(
     IN p_group {{ m.name_param() }},
     IN p_topic {{ m.name_param() }},
     IN p_subscriber {{ m.name_param() }},
-    IN p_batch_size INT,
+    IN p_batch_size BIGINT,
     IN p_visibility_ms BIGINT,
-    IN p_max_messages INT,
+    IN p_max_messages BIGINT,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
@@ -38,6 +38,8 @@ BEGIN
     DECLARE v_dirty INT;
     DECLARE v_delivered INT DEFAULT 0;
     DECLARE v_out LONGTEXT DEFAULT '[]';
+    -- the longest cursor range delivered, for the final read
+    DECLARE v_span INT DEFAULT 1;
     -- the held partitions that may have something to deliver
     DECLARE c_partitions CURSOR FOR
         SELECT l.partition_id
@@ -166,6 +168,7 @@ BEGIN
                 SET v_used = 1;
                 SET v_cap = v_cap - v_cpending;
                 SET v_delivered = v_delivered + v_cpending;
+                SET v_span = GREATEST(v_span, v_cpos - v_lo + 1);
                 SET v_out = JSON_ARRAY_APPEND(v_out, '$', JSON_ARRAY(v_pid, v_lo, v_cpos, v_token, v_cattempt, 0));
             END IF;
         END IF;
@@ -243,6 +246,7 @@ BEGIN
                 SET v_used = 1;
                 IF v_cpending > 0 THEN
                     SET v_delivered = v_delivered + v_cpending;
+                    SET v_span = GREATEST(v_span, v_hi - v_lo + 1);
                     SET v_out = JSON_ARRAY_APPEND(v_out, '$', JSON_ARRAY(v_pid, v_lo, v_hi, v_token, 1, 0));
                 END IF;
             END IF;
@@ -290,8 +294,12 @@ BEGIN
             d_attempt INT PATH '$[4]',
             d_kind INT PATH '$[5]'
         )) AS d
+    -- each offset of a cursor range as its own row, so the log is read by primary key only
+    INNER JOIN JSON_TABLE(
+        CONCAT('[', REPEAT('0,', v_span - 1), '0]'), '$[*]' COLUMNS (seq_n FOR ORDINALITY)
+    ) AS seq ON seq.seq_n <= d.d_hi - d.d_lo + 1
     INNER JOIN queue_messages AS msg
-        ON d.d_pid = msg.partition_id AND msg.msg_offset BETWEEN d.d_lo AND d.d_hi
+        ON d.d_pid = msg.partition_id AND msg.msg_offset = d.d_lo + seq.seq_n - 1
     LEFT JOIN queue_delivery_state AS s
         ON s.group_name = v_group AND msg.partition_id = s.partition_id AND msg.msg_offset = s.msg_offset
     WHERE d.d_kind = 0 AND s.msg_offset IS NULL

@@ -2,7 +2,7 @@
 -- Deletes log rows that every group subscribed to their topic has acked past (G9) and that are
 -- older than the topic's retention, in short autocommit batches. Returns one row (deleted).
 CREATE PROCEDURE queue_gc(
-    IN p_limit INT,
+    IN p_limit BIGINT,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA

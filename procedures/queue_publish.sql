@@ -10,9 +10,11 @@ CREATE PROCEDURE queue_publish(
     IN p_delay_ms BIGINT
 )
 MODIFIES SQL DATA
-BEGIN
-    DECLARE v_offset BIGINT;
+BEGIN  -- noqa: LT02
+    DECLARE v_offset BIGINT;  -- noqa: PRS,LT02
     DECLARE v_duplicate TINYINT;
+    DECLARE v_own_transaction INT DEFAULT 0;
+    {{ m.publish_transaction_handler() }};
 
     {{ m.check_identifier('p_topic') }};
     {{ m.check_optional_name('p_partition_key') }};
@@ -25,10 +27,12 @@ BEGIN
     END IF;
     {{ m.check_ms('p_delay_ms') }};
 
+    {{ m.begin_unless_in_transaction() }};
     CALL queue__append(
         p_topic, p_partition_key, p_id, p_payload, p_metadata, p_delay_ms, NULL,
         NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate
     );
+    {{ m.commit_if_own_transaction() }};
     SELECT
         v_offset AS `offset`,
         v_duplicate AS duplicate;

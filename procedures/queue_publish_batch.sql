@@ -6,18 +6,23 @@ CREATE PROCEDURE queue_publish_batch(
     IN p_messages LONGTEXT
 )
 MODIFIES SQL DATA
-BEGIN
-    DECLARE v_now BIGINT DEFAULT {{ m.now_ms('NULL') }};
+BEGIN  -- noqa: LT02
+    DECLARE v_now BIGINT DEFAULT {{ m.now_ms('NULL') }};  -- noqa: PRS,LT02
     DECLARE v_topic {{ m.name_local() }};
     DECLARE v_batch CHAR(36) DEFAULT CAST(UUID() AS CHAR);
     DECLARE v_partitions INT;
     DECLARE v_error VARCHAR(255) DEFAULT NULL;
     DECLARE v_before LONGTEXT;
     DECLARE v_existing LONGTEXT;
-    DECLARE v_after LONGTEXT;
+    DECLARE v_keys LONGTEXT;
+    DECLARE v_i INT;
+    DECLARE v_pid BIGINT;
+    DECLARE v_last BIGINT;
     DECLARE v_conflict INT DEFAULT 0;
     DECLARE v_offset BIGINT;
     DECLARE v_duplicate TINYINT;
+    DECLARE v_own_transaction INT DEFAULT 0;
+    {{ m.publish_transaction_handler() }};
 
     {{ m.check_identifier('p_topic') }};
     IF p_messages IS NULL OR NOT JSON_VALID(p_messages) OR JSON_TYPE(p_messages) <> 'ARRAY' THEN
@@ -38,18 +43,25 @@ BEGIN
                 WHEN
                     COALESCE(JSON_TYPE(JSON_EXTRACT(e.j_elem, '$.key')), 'NULL') NOT IN ('NULL', 'STRING')
                     OR CHAR_LENGTH(JSON_UNQUOTE(JSON_EXTRACT(e.j_elem, '$.key'))) NOT BETWEEN 1 AND 191
-                    THEN 'key must be null or a string of 1 to 191 characters'
+                    OR JSON_UNQUOTE(JSON_EXTRACT(e.j_elem, '$.key')) LIKE '% '
+                    THEN 'key must be null or a string of 1 to 191 characters, not ending in a space'
                 WHEN
                     COALESCE(JSON_TYPE(JSON_EXTRACT(e.j_elem, '$.id')), 'NULL') NOT IN ('NULL', 'STRING')
                     OR CHAR_LENGTH(JSON_UNQUOTE(JSON_EXTRACT(e.j_elem, '$.id'))) NOT BETWEEN 1 AND 191
-                    THEN 'id must be null or a string of 1 to 191 characters'
+                    OR JSON_UNQUOTE(JSON_EXTRACT(e.j_elem, '$.id')) LIKE '% '
+                    THEN 'id must be null or a string of 1 to 191 characters, not ending in a space'
                 WHEN
                     (COALESCE(JSON_TYPE(JSON_EXTRACT(e.j_elem, '$.payload')), 'NULL') = 'STRING')
                     + (COALESCE(JSON_TYPE(JSON_EXTRACT(e.j_elem, '$.payload_b64')), 'NULL') = 'STRING') <> 1
                     THEN 'must have exactly one of payload (string) and payload_b64 (base64 string)'
                 WHEN
                     JSON_TYPE(JSON_EXTRACT(e.j_elem, '$.payload_b64')) = 'STRING'
-                    AND FROM_BASE64(JSON_UNQUOTE(JSON_EXTRACT(e.j_elem, '$.payload_b64'))) IS NULL
+                    AND (
+                        CHAR_LENGTH(JSON_UNQUOTE(JSON_EXTRACT(e.j_elem, '$.payload_b64'))) % 4 <> 0
+                        OR JSON_UNQUOTE(JSON_EXTRACT(e.j_elem, '$.payload_b64')) REGEXP '[^A-Za-z0-9+/=]'
+                        OR JSON_UNQUOTE(JSON_EXTRACT(e.j_elem, '$.payload_b64')) REGEXP '=[^=]'
+                        OR JSON_UNQUOTE(JSON_EXTRACT(e.j_elem, '$.payload_b64')) LIKE '%===%'
+                    )
                     THEN 'payload_b64 must be valid base64'
                 WHEN COALESCE(JSON_TYPE(JSON_EXTRACT(e.j_elem, '$.metadata')), 'NULL') NOT IN ('NULL', 'OBJECT')
                     THEN 'metadata must be null or a JSON object'
@@ -68,6 +80,8 @@ BEGIN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_error;
     END IF;
 
+    {{ m.begin_unless_in_transaction() }};
+
     -- the topic, created with defaults on first use
     SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
     WHERE t.topic = v_topic;
@@ -83,8 +97,6 @@ BEGIN
         DECLARE v_done INT DEFAULT 0;
         DECLARE v_key {{ m.name_local() }};
         DECLARE v_slot INT;
-        DECLARE v_pid BIGINT;
-        DECLARE v_last BIGINT;
         DECLARE c_partitions CURSOR FOR
             SELECT DISTINCT
                 COALESCE(e.msg_key, '') AS part_key,
@@ -204,25 +216,19 @@ BEGIN
         END;
     END IF;
 
-    -- move each sequence to the last offset now in the log (our own rows are visible to us)
-    SELECT JSON_OBJECTAGG(t.pid, t.last_offset) INTO v_after
-    FROM (
-        SELECT
-            msg.partition_id AS pid,
-            MAX(msg.msg_offset) AS last_offset
-        FROM queue_messages AS msg
-        INNER JOIN JSON_TABLE(JSON_KEYS(v_before), '$[*]' COLUMNS (k_pid BIGINT PATH '$')) AS k
-            ON msg.partition_id = k.k_pid
-        GROUP BY msg.partition_id
-    ) AS t;
-    UPDATE queue_partitions
-    SET
-        last_offset = GREATEST(
-            last_offset, CAST(JSON_EXTRACT(v_after, CONCAT('$."', partition_id, '"')) AS SIGNED)
-        )
-    WHERE partition_id IN (
-        SELECT k.k_pid FROM JSON_TABLE(JSON_KEYS(v_before), '$[*]' COLUMNS (k_pid BIGINT PATH '$')) AS k
-    );
+    -- move each sequence to the last offset now in the log: primary-key reads and writes only
+    -- (our own new rows are visible to our plain reads, and nobody else can add to these partitions)
+    SET v_keys = JSON_KEYS(v_before);
+    SET v_i = 0;
+    WHILE v_i < JSON_LENGTH(v_keys) DO
+        SET v_pid = CAST(JSON_UNQUOTE(JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']'))) AS SIGNED);
+        SELECT MAX(msg.msg_offset) INTO v_last FROM queue_messages AS msg WHERE msg.partition_id = v_pid;
+        UPDATE queue_partitions SET last_offset = GREATEST(last_offset, v_last)
+        WHERE partition_id = v_pid;
+        SET v_i = v_i + 1;
+    END WHILE;
+
+    {{ m.commit_if_own_transaction() }};
 
     SELECT
         e.idx - 1 AS idx,

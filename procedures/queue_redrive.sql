@@ -3,7 +3,7 @@
 -- that failed it only (G9); a '#redrive' cursor remembers what was sent. Returns one row (redriven).
 CREATE PROCEDURE queue_redrive(
     IN p_dlq_topic {{ m.name_param() }},
-    IN p_limit INT,
+    IN p_limit BIGINT,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA

@@ -5,7 +5,7 @@ CREATE PROCEDURE queue_subscribe(
     IN p_group {{ m.name_param() }},
     IN p_topic {{ m.name_param() }},
     IN p_subscriber {{ m.name_param() }},
-    IN p_max_attempts INT,
+    IN p_max_attempts BIGINT,
     IN p_dlq_topic {{ m.name_param() }},
     IN p_lease_ms BIGINT,
     IN p_now BIGINT

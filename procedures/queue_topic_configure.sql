@@ -3,8 +3,8 @@
 -- Returns the topic row. Changing partitions re-spreads unkeyed messages published from then on.
 CREATE PROCEDURE queue_topic_configure(
     IN p_topic {{ m.name_param() }},
-    IN p_partitions INT,
-    IN p_max_attempts INT,
+    IN p_partitions BIGINT,
+    IN p_max_attempts BIGINT,
     IN p_dlq_suffix {{ m.name_param() }},
     IN p_retention_ms BIGINT
 )
@@ -21,7 +21,7 @@ BEGIN
     END IF;
     IF p_dlq_suffix IS NOT NULL AND (
         CHAR_LENGTH(p_dlq_suffix) NOT BETWEEN 1 AND 64
-        OR p_dlq_suffix NOT REGEXP '^[A-Za-z0-9._:/-]+$'
+        OR p_dlq_suffix REGEXP '[^A-Za-z0-9._:/-]'
     ) THEN
         {{ m.fail('p_dlq_suffix must be NULL or 1 to 64 characters of A-Z a-z 0-9 . _ - : /') }};
     END IF;

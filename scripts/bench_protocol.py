@@ -14,6 +14,7 @@ The DSN names a server (any database in it is ignored); a throwaway database is 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import secrets
@@ -53,13 +54,14 @@ def call(conn, proc, *args):
 
 
 def payload_batch(topic_keys, n, start, size=100):
+    body = base64.b64encode(b"x" * size).decode()
     out = []
     for i in range(n):
         out.append(
             {
                 "key": topic_keys[(start + i) % len(topic_keys)],
                 "id": f"m{start + i}",
-                "payload_b64": "eA==" * (size // 4),
+                "payload_b64": body,
             }
         )
     return json.dumps(out)

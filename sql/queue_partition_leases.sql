@@ -11,5 +11,5 @@ CREATE TABLE IF NOT EXISTS queue_partition_leases (
     expires_at BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (group_name, partition_id),
     -- lease tick and fetch: the leases of one group's topic, by holder
-    KEY queue_partition_leases_by_holder (group_name, topic, leased_by, expires_at)
+    KEY queue_partition_leases_by_holder (group_name, topic, leased_by)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

@@ -155,3 +155,40 @@ def test_rolled_back_publish_leaves_no_gap(conn, connect):
     assert publish(conn, "orders", "k", "c", b"c")["offset"] == 2
     offsets = [r["msg_offset"] for r in rows(conn, "SELECT msg_offset FROM queue_messages")]
     assert offsets == [1, 2]
+
+
+def test_concurrent_autocommit_publishers_lose_nothing(conn, connect):
+    """With no transaction open each statement inside a routine would commit on its own; publish
+    must still take its offset and write its message atomically (G1, G3)."""
+    failures = []
+
+    def single(n):
+        try:
+            c = connect()
+            for i in range(150):
+                assert publish(c, "race", "k", f"s{n}-{i}", b"x")["duplicate"] == 0
+        except Exception as exc:  # reported below
+            failures.append(exc)
+
+    def batch(n):
+        try:
+            c = connect()
+            for i in range(15):
+                msgs = [{"key": "k", "id": f"b{n}-{i}-{j}", "payload": "x"} for j in range(10)]
+                out = call(c, "queue_publish_batch", "race", json.dumps(msgs))
+                assert [r["duplicate"] for r in out] == [0] * 10
+        except Exception as exc:  # reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=single, args=(n,)) for n in range(3)]
+    threads += [threading.Thread(target=batch, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not failures, failures
+    offsets = [
+        r["msg_offset"] for r in rows(conn, "SELECT msg_offset FROM queue_messages ORDER BY 1")
+    ]
+    assert offsets == list(range(1, 3 * 150 + 2 * 150 + 1))
+    assert scalar(conn, "SELECT last_offset FROM queue_partitions") == 750

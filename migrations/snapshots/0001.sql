@@ -66,7 +66,7 @@ CREATE TABLE IF NOT EXISTS queue_partition_leases (
     renewed_at BIGINT NULL,
     expires_at BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (group_name, partition_id),
-    KEY queue_partition_leases_by_holder (group_name, topic, leased_by, expires_at)
+    KEY queue_partition_leases_by_holder (group_name, topic, leased_by)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin
 
 -- mysqlq:object table queue_partitions
@@ -220,7 +220,7 @@ BEGIN
                 v_pid, p_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
                 v_now, v_now + COALESCE(p_delay_ms, 0), p_target_group, p_origin_topic, p_origin_group,
                 p_origin_offset, p_origin_message_id, p_failures, p_last_error,
-                IF(p_origin_group IS NULL, NULL, v_now)
+                IF(p_failures IS NULL, NULL, v_now)
             );
         END;
         IF p_duplicate = 1 THEN
@@ -228,6 +228,10 @@ BEGIN
             FROM queue_messages AS msg
             WHERE msg.partition_id = v_pid AND msg.message_id = v_id
             LOCK IN SHARE MODE;
+            IF v_existing IS NULL THEN
+                SIGNAL SQLSTATE '45000'
+                    SET MESSAGE_TEXT = 'mysqlq: offset already taken in the partition; the sequence row was not locked';
+            END IF;
         END IF;
     END IF;
 
@@ -465,14 +469,14 @@ END
 
 -- mysqlq:object procedure queue_ack
 CREATE PROCEDURE queue_ack(
-    IN p_group TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_deliveries LONGTEXT,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
 BEGIN
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
-        OR p_group NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_deliveries IS NULL OR NOT JSON_VALID(p_deliveries) OR JSON_TYPE(p_deliveries) <> 'ARRAY' THEN
@@ -483,12 +487,11 @@ BEGIN
     END IF;
     IF EXISTS (
         SELECT 1
-        FROM JSON_TABLE(p_deliveries, '$[*]' COLUMNS (
-            d_pid BIGINT PATH '$[0]' NULL ON EMPTY NULL ON ERROR,
-            d_off BIGINT PATH '$[1]' NULL ON EMPTY NULL ON ERROR,
-            d_tok BIGINT PATH '$[2]' NULL ON EMPTY NULL ON ERROR
-        )) AS d
-        WHERE d.d_pid IS NULL OR d.d_off IS NULL OR d.d_tok IS NULL
+        FROM JSON_TABLE(p_deliveries, '$[*]' COLUMNS (d_elem JSON PATH '$')) AS d
+        WHERE COALESCE(JSON_TYPE(d.d_elem), '') <> 'ARRAY' OR JSON_LENGTH(d.d_elem) <> 3
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[0]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[2]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
     ) THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must be a JSON array of [partition_id, offset, token]';
     END IF;
@@ -500,9 +503,9 @@ END
 
 -- mysqlq:object procedure queue_acquire_leases
 CREATE PROCEDURE queue_acquire_leases(
-    IN p_group TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_topic TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_subscriber TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_subscriber LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_lease_ms BIGINT,
     IN p_now BIGINT
 )
@@ -526,15 +529,15 @@ BEGIN
     END;
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
-        OR p_group NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
-        OR p_topic NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
-    IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be 1 to 191 characters';
+    IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be 1 to 191 characters, not ending in a space';
     END IF;
     IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1 AND 31536000000 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_lease_ms must be set and between 1 and 31536000000 ms';
@@ -646,7 +649,7 @@ END
 
 -- mysqlq:object procedure queue_dead_letter
 CREATE PROCEDURE queue_dead_letter(
-    IN p_group TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_deliveries LONGTEXT,
     IN p_error TEXT,
     IN p_now BIGINT
@@ -654,7 +657,7 @@ CREATE PROCEDURE queue_dead_letter(
 MODIFIES SQL DATA
 BEGIN
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
-        OR p_group NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_deliveries IS NULL OR NOT JSON_VALID(p_deliveries) OR JSON_TYPE(p_deliveries) <> 'ARRAY' THEN
@@ -665,12 +668,11 @@ BEGIN
     END IF;
     IF EXISTS (
         SELECT 1
-        FROM JSON_TABLE(p_deliveries, '$[*]' COLUMNS (
-            d_pid BIGINT PATH '$[0]' NULL ON EMPTY NULL ON ERROR,
-            d_off BIGINT PATH '$[1]' NULL ON EMPTY NULL ON ERROR,
-            d_tok BIGINT PATH '$[2]' NULL ON EMPTY NULL ON ERROR
-        )) AS d
-        WHERE d.d_pid IS NULL OR d.d_off IS NULL OR d.d_tok IS NULL
+        FROM JSON_TABLE(p_deliveries, '$[*]' COLUMNS (d_elem JSON PATH '$')) AS d
+        WHERE COALESCE(JSON_TYPE(d.d_elem), '') <> 'ARRAY' OR JSON_LENGTH(d.d_elem) <> 3
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[0]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[2]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
     ) THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must be a JSON array of [partition_id, offset, token]';
     END IF;
@@ -682,9 +684,9 @@ END
 
 -- mysqlq:object procedure queue_deregister
 CREATE PROCEDURE queue_deregister(
-    IN p_group TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_topic TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_subscriber TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_subscriber LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
@@ -699,15 +701,15 @@ BEGIN
     END;
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
-        OR p_group NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
-        OR p_topic NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
-    IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be 1 to 191 characters';
+    IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be 1 to 191 characters, not ending in a space';
     END IF;
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
@@ -730,7 +732,7 @@ END
 
 -- mysqlq:object procedure queue_extend
 CREATE PROCEDURE queue_extend(
-    IN p_group TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_deliveries LONGTEXT,
     IN p_visibility_ms BIGINT,
     IN p_now BIGINT
@@ -738,7 +740,7 @@ CREATE PROCEDURE queue_extend(
 MODIFIES SQL DATA
 BEGIN
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
-        OR p_group NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_deliveries IS NULL OR NOT JSON_VALID(p_deliveries) OR JSON_TYPE(p_deliveries) <> 'ARRAY' THEN
@@ -749,12 +751,11 @@ BEGIN
     END IF;
     IF EXISTS (
         SELECT 1
-        FROM JSON_TABLE(p_deliveries, '$[*]' COLUMNS (
-            d_pid BIGINT PATH '$[0]' NULL ON EMPTY NULL ON ERROR,
-            d_off BIGINT PATH '$[1]' NULL ON EMPTY NULL ON ERROR,
-            d_tok BIGINT PATH '$[2]' NULL ON EMPTY NULL ON ERROR
-        )) AS d
-        WHERE d.d_pid IS NULL OR d.d_off IS NULL OR d.d_tok IS NULL
+        FROM JSON_TABLE(p_deliveries, '$[*]' COLUMNS (d_elem JSON PATH '$')) AS d
+        WHERE COALESCE(JSON_TYPE(d.d_elem), '') <> 'ARRAY' OR JSON_LENGTH(d.d_elem) <> 3
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[0]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[2]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
     ) THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must be a JSON array of [partition_id, offset, token]';
     END IF;
@@ -769,12 +770,12 @@ END
 
 -- mysqlq:object procedure queue_fetch
 CREATE PROCEDURE queue_fetch(
-    IN p_group TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_topic TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_subscriber TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_batch_size INT,
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_subscriber LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_batch_size BIGINT,
     IN p_visibility_ms BIGINT,
-    IN p_max_messages INT,
+    IN p_max_messages BIGINT,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
@@ -805,6 +806,7 @@ BEGIN
     DECLARE v_dirty INT;
     DECLARE v_delivered INT DEFAULT 0;
     DECLARE v_out LONGTEXT DEFAULT '[]';
+    DECLARE v_span INT DEFAULT 1;
     DECLARE c_partitions CURSOR FOR
         SELECT l.partition_id
         FROM queue_partition_leases AS l
@@ -833,15 +835,15 @@ BEGIN
     END;
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
-        OR p_group NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
-        OR p_topic NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
-    IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be 1 to 191 characters';
+    IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be 1 to 191 characters, not ending in a space';
     END IF;
     IF p_batch_size IS NULL OR p_batch_size NOT BETWEEN 1 AND 10000 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_batch_size must be between 1 and 10000';
@@ -949,6 +951,7 @@ BEGIN
                 SET v_used = 1;
                 SET v_cap = v_cap - v_cpending;
                 SET v_delivered = v_delivered + v_cpending;
+                SET v_span = GREATEST(v_span, v_cpos - v_lo + 1);
                 SET v_out = JSON_ARRAY_APPEND(v_out, '$', JSON_ARRAY(v_pid, v_lo, v_cpos, v_token, v_cattempt, 0));
             END IF;
         END IF;
@@ -1021,6 +1024,7 @@ BEGIN
                 SET v_used = 1;
                 IF v_cpending > 0 THEN
                     SET v_delivered = v_delivered + v_cpending;
+                    SET v_span = GREATEST(v_span, v_hi - v_lo + 1);
                     SET v_out = JSON_ARRAY_APPEND(v_out, '$', JSON_ARRAY(v_pid, v_lo, v_hi, v_token, 1, 0));
                 END IF;
             END IF;
@@ -1068,8 +1072,11 @@ BEGIN
             d_attempt INT PATH '$[4]',
             d_kind INT PATH '$[5]'
         )) AS d
+    INNER JOIN JSON_TABLE(
+        CONCAT('[', REPEAT('0,', v_span - 1), '0]'), '$[*]' COLUMNS (seq_n FOR ORDINALITY)
+    ) AS seq ON seq.seq_n <= d.d_hi - d.d_lo + 1
     INNER JOIN queue_messages AS msg
-        ON d.d_pid = msg.partition_id AND msg.msg_offset BETWEEN d.d_lo AND d.d_hi
+        ON d.d_pid = msg.partition_id AND msg.msg_offset = d.d_lo + seq.seq_n - 1
     LEFT JOIN queue_delivery_state AS s
         ON s.group_name = v_group AND msg.partition_id = s.partition_id AND msg.msg_offset = s.msg_offset
     WHERE d.d_kind = 0 AND s.msg_offset IS NULL
@@ -1110,7 +1117,7 @@ END
 
 -- mysqlq:object procedure queue_gc
 CREATE PROCEDURE queue_gc(
-    IN p_limit INT,
+    IN p_limit BIGINT,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
@@ -1175,9 +1182,9 @@ END
 
 -- mysqlq:object procedure queue_heartbeat
 CREATE PROCEDURE queue_heartbeat(
-    IN p_group TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_topic TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_subscriber TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_subscriber LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_lease_ms BIGINT,
     IN p_now BIGINT
 )
@@ -1186,15 +1193,15 @@ BEGIN
     DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
-        OR p_group NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
-        OR p_topic NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
-    IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be 1 to 191 characters';
+    IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be 1 to 191 characters, not ending in a space';
     END IF;
     IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1 AND 31536000000 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_lease_ms must be set and between 1 and 31536000000 ms';
@@ -1230,7 +1237,7 @@ END
 
 -- mysqlq:object procedure queue_nack
 CREATE PROCEDURE queue_nack(
-    IN p_group TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_deliveries LONGTEXT,
     IN p_delay_ms BIGINT,
     IN p_error TEXT,
@@ -1239,7 +1246,7 @@ CREATE PROCEDURE queue_nack(
 MODIFIES SQL DATA
 BEGIN
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
-        OR p_group NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_deliveries IS NULL OR NOT JSON_VALID(p_deliveries) OR JSON_TYPE(p_deliveries) <> 'ARRAY' THEN
@@ -1250,12 +1257,11 @@ BEGIN
     END IF;
     IF EXISTS (
         SELECT 1
-        FROM JSON_TABLE(p_deliveries, '$[*]' COLUMNS (
-            d_pid BIGINT PATH '$[0]' NULL ON EMPTY NULL ON ERROR,
-            d_off BIGINT PATH '$[1]' NULL ON EMPTY NULL ON ERROR,
-            d_tok BIGINT PATH '$[2]' NULL ON EMPTY NULL ON ERROR
-        )) AS d
-        WHERE d.d_pid IS NULL OR d.d_off IS NULL OR d.d_tok IS NULL
+        FROM JSON_TABLE(p_deliveries, '$[*]' COLUMNS (d_elem JSON PATH '$')) AS d
+        WHERE COALESCE(JSON_TYPE(d.d_elem), '') <> 'ARRAY' OR JSON_LENGTH(d.d_elem) <> 3
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[0]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[2]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
     ) THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must be a JSON array of [partition_id, offset, token]';
     END IF;
@@ -1270,9 +1276,9 @@ END
 
 -- mysqlq:object procedure queue_publish
 CREATE PROCEDURE queue_publish(
-    IN p_topic TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_partition_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_id TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_partition_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_id LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_payload LONGBLOB,
     IN p_metadata LONGTEXT,
     IN p_delay_ms BIGINT
@@ -1281,16 +1287,24 @@ MODIFIES SQL DATA
 BEGIN
     DECLARE v_offset BIGINT;
     DECLARE v_duplicate TINYINT;
+    DECLARE v_own_transaction INT DEFAULT 0;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        DECLARE CONTINUE HANDLER FOR 1305 BEGIN END;
+        ROLLBACK TO SAVEPOINT mysqlq_publish;
+        IF v_own_transaction = 1 THEN ROLLBACK; END IF;
+        RESIGNAL;
+    END;
 
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
-        OR p_topic NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
-    IF p_partition_key IS NOT NULL AND CHAR_LENGTH(p_partition_key) NOT BETWEEN 1 AND 191 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_partition_key must be NULL or 1 to 191 characters';
+    IF p_partition_key IS NOT NULL AND (CHAR_LENGTH(p_partition_key) NOT BETWEEN 1 AND 191 OR p_partition_key LIKE '% ') THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_partition_key must be NULL or 1 to 191 characters, not ending in a space';
     END IF;
-    IF p_id IS NOT NULL AND CHAR_LENGTH(p_id) NOT BETWEEN 1 AND 191 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_id must be NULL or 1 to 191 characters';
+    IF p_id IS NOT NULL AND (CHAR_LENGTH(p_id) NOT BETWEEN 1 AND 191 OR p_id LIKE '% ') THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_id must be NULL or 1 to 191 characters, not ending in a space';
     END IF;
     IF p_payload IS NULL THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_payload must not be NULL';
@@ -1302,10 +1316,23 @@ BEGIN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_delay_ms must be between 0 and 31536000000 ms';
     END IF;
 
+    SAVEPOINT mysqlq_publish;
+    BEGIN
+        DECLARE CONTINUE HANDLER FOR 1305 SET v_own_transaction = 1;
+        ROLLBACK TO SAVEPOINT mysqlq_publish;
+    END;
+    IF v_own_transaction = 1 THEN
+        START TRANSACTION;
+    END IF;
     CALL queue__append(
         p_topic, p_partition_key, p_id, p_payload, p_metadata, p_delay_ms, NULL,
         NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate
     );
+    IF v_own_transaction = 1 THEN
+        COMMIT;
+    ELSE
+        RELEASE SAVEPOINT mysqlq_publish;
+    END IF;
     SELECT
         v_offset AS `offset`,
         v_duplicate AS duplicate;
@@ -1313,7 +1340,7 @@ END
 
 -- mysqlq:object procedure queue_publish_batch
 CREATE PROCEDURE queue_publish_batch(
-    IN p_topic TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_messages LONGTEXT
 )
 MODIFIES SQL DATA
@@ -1325,13 +1352,24 @@ BEGIN
     DECLARE v_error VARCHAR(255) DEFAULT NULL;
     DECLARE v_before LONGTEXT;
     DECLARE v_existing LONGTEXT;
-    DECLARE v_after LONGTEXT;
+    DECLARE v_keys LONGTEXT;
+    DECLARE v_i INT;
+    DECLARE v_pid BIGINT;
+    DECLARE v_last BIGINT;
     DECLARE v_conflict INT DEFAULT 0;
     DECLARE v_offset BIGINT;
     DECLARE v_duplicate TINYINT;
+    DECLARE v_own_transaction INT DEFAULT 0;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        DECLARE CONTINUE HANDLER FOR 1305 BEGIN END;
+        ROLLBACK TO SAVEPOINT mysqlq_publish;
+        IF v_own_transaction = 1 THEN ROLLBACK; END IF;
+        RESIGNAL;
+    END;
 
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
-        OR p_topic NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_messages IS NULL OR NOT JSON_VALID(p_messages) OR JSON_TYPE(p_messages) <> 'ARRAY' THEN
@@ -1351,18 +1389,25 @@ BEGIN
                 WHEN
                     COALESCE(JSON_TYPE(JSON_EXTRACT(e.j_elem, '$.key')), 'NULL') NOT IN ('NULL', 'STRING')
                     OR CHAR_LENGTH(JSON_UNQUOTE(JSON_EXTRACT(e.j_elem, '$.key'))) NOT BETWEEN 1 AND 191
-                    THEN 'key must be null or a string of 1 to 191 characters'
+                    OR JSON_UNQUOTE(JSON_EXTRACT(e.j_elem, '$.key')) LIKE '% '
+                    THEN 'key must be null or a string of 1 to 191 characters, not ending in a space'
                 WHEN
                     COALESCE(JSON_TYPE(JSON_EXTRACT(e.j_elem, '$.id')), 'NULL') NOT IN ('NULL', 'STRING')
                     OR CHAR_LENGTH(JSON_UNQUOTE(JSON_EXTRACT(e.j_elem, '$.id'))) NOT BETWEEN 1 AND 191
-                    THEN 'id must be null or a string of 1 to 191 characters'
+                    OR JSON_UNQUOTE(JSON_EXTRACT(e.j_elem, '$.id')) LIKE '% '
+                    THEN 'id must be null or a string of 1 to 191 characters, not ending in a space'
                 WHEN
                     (COALESCE(JSON_TYPE(JSON_EXTRACT(e.j_elem, '$.payload')), 'NULL') = 'STRING')
                     + (COALESCE(JSON_TYPE(JSON_EXTRACT(e.j_elem, '$.payload_b64')), 'NULL') = 'STRING') <> 1
                     THEN 'must have exactly one of payload (string) and payload_b64 (base64 string)'
                 WHEN
                     JSON_TYPE(JSON_EXTRACT(e.j_elem, '$.payload_b64')) = 'STRING'
-                    AND FROM_BASE64(JSON_UNQUOTE(JSON_EXTRACT(e.j_elem, '$.payload_b64'))) IS NULL
+                    AND (
+                        CHAR_LENGTH(JSON_UNQUOTE(JSON_EXTRACT(e.j_elem, '$.payload_b64'))) % 4 <> 0
+                        OR JSON_UNQUOTE(JSON_EXTRACT(e.j_elem, '$.payload_b64')) REGEXP '[^A-Za-z0-9+/=]'
+                        OR JSON_UNQUOTE(JSON_EXTRACT(e.j_elem, '$.payload_b64')) REGEXP '=[^=]'
+                        OR JSON_UNQUOTE(JSON_EXTRACT(e.j_elem, '$.payload_b64')) LIKE '%===%'
+                    )
                     THEN 'payload_b64 must be valid base64'
                 WHEN COALESCE(JSON_TYPE(JSON_EXTRACT(e.j_elem, '$.metadata')), 'NULL') NOT IN ('NULL', 'OBJECT')
                     THEN 'metadata must be null or a JSON object'
@@ -1381,6 +1426,15 @@ BEGIN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_error;
     END IF;
 
+    SAVEPOINT mysqlq_publish;
+    BEGIN
+        DECLARE CONTINUE HANDLER FOR 1305 SET v_own_transaction = 1;
+        ROLLBACK TO SAVEPOINT mysqlq_publish;
+    END;
+    IF v_own_transaction = 1 THEN
+        START TRANSACTION;
+    END IF;
+
     SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
     WHERE t.topic = v_topic;
     IF v_partitions IS NULL THEN
@@ -1393,8 +1447,6 @@ BEGIN
         DECLARE v_done INT DEFAULT 0;
         DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
         DECLARE v_slot INT;
-        DECLARE v_pid BIGINT;
-        DECLARE v_last BIGINT;
         DECLARE c_partitions CURSOR FOR
             SELECT DISTINCT
                 COALESCE(e.msg_key, '') AS part_key,
@@ -1567,24 +1619,21 @@ BEGIN
         END;
     END IF;
 
-    SELECT JSON_OBJECTAGG(t.pid, t.last_offset) INTO v_after
-    FROM (
-        SELECT
-            msg.partition_id AS pid,
-            MAX(msg.msg_offset) AS last_offset
-        FROM queue_messages AS msg
-        INNER JOIN JSON_TABLE(JSON_KEYS(v_before), '$[*]' COLUMNS (k_pid BIGINT PATH '$')) AS k
-            ON msg.partition_id = k.k_pid
-        GROUP BY msg.partition_id
-    ) AS t;
-    UPDATE queue_partitions
-    SET
-        last_offset = GREATEST(
-            last_offset, CAST(JSON_EXTRACT(v_after, CONCAT('$."', partition_id, '"')) AS SIGNED)
-        )
-    WHERE partition_id IN (
-        SELECT k.k_pid FROM JSON_TABLE(JSON_KEYS(v_before), '$[*]' COLUMNS (k_pid BIGINT PATH '$')) AS k
-    );
+    SET v_keys = JSON_KEYS(v_before);
+    SET v_i = 0;
+    WHILE v_i < JSON_LENGTH(v_keys) DO
+        SET v_pid = CAST(JSON_UNQUOTE(JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']'))) AS SIGNED);
+        SELECT MAX(msg.msg_offset) INTO v_last FROM queue_messages AS msg WHERE msg.partition_id = v_pid;
+        UPDATE queue_partitions SET last_offset = GREATEST(last_offset, v_last)
+        WHERE partition_id = v_pid;
+        SET v_i = v_i + 1;
+    END WHILE;
+
+    IF v_own_transaction = 1 THEN
+        COMMIT;
+    ELSE
+        RELEASE SAVEPOINT mysqlq_publish;
+    END IF;
 
     SELECT
         e.idx - 1 AS idx,
@@ -1616,8 +1665,8 @@ END
 
 -- mysqlq:object procedure queue_redrive
 CREATE PROCEDURE queue_redrive(
-    IN p_dlq_topic TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_limit INT,
+    IN p_dlq_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_limit BIGINT,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
@@ -1651,7 +1700,7 @@ BEGIN
     END;
 
     IF p_dlq_topic IS NULL OR CHAR_LENGTH(p_dlq_topic) NOT BETWEEN 1 AND 191
-        OR p_dlq_topic NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_dlq_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_dlq_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
@@ -1711,9 +1760,9 @@ END
 
 -- mysqlq:object procedure queue_release_leases
 CREATE PROCEDURE queue_release_leases(
-    IN p_group TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_topic TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_subscriber TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_subscriber LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
@@ -1728,15 +1777,15 @@ BEGIN
     END;
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
-        OR p_group NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
-        OR p_topic NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
-    IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be 1 to 191 characters';
+    IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be 1 to 191 characters, not ending in a space';
     END IF;
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
@@ -1757,14 +1806,14 @@ END
 
 -- mysqlq:object procedure queue_release_messages
 CREATE PROCEDURE queue_release_messages(
-    IN p_group TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_deliveries LONGTEXT,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
 BEGIN
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
-        OR p_group NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_deliveries IS NULL OR NOT JSON_VALID(p_deliveries) OR JSON_TYPE(p_deliveries) <> 'ARRAY' THEN
@@ -1775,12 +1824,11 @@ BEGIN
     END IF;
     IF EXISTS (
         SELECT 1
-        FROM JSON_TABLE(p_deliveries, '$[*]' COLUMNS (
-            d_pid BIGINT PATH '$[0]' NULL ON EMPTY NULL ON ERROR,
-            d_off BIGINT PATH '$[1]' NULL ON EMPTY NULL ON ERROR,
-            d_tok BIGINT PATH '$[2]' NULL ON EMPTY NULL ON ERROR
-        )) AS d
-        WHERE d.d_pid IS NULL OR d.d_off IS NULL OR d.d_tok IS NULL
+        FROM JSON_TABLE(p_deliveries, '$[*]' COLUMNS (d_elem JSON PATH '$')) AS d
+        WHERE COALESCE(JSON_TYPE(d.d_elem), '') <> 'ARRAY' OR JSON_LENGTH(d.d_elem) <> 3
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[0]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[2]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
     ) THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must be a JSON array of [partition_id, offset, token]';
     END IF;
@@ -1792,9 +1840,9 @@ END
 
 -- mysqlq:object procedure queue_seek
 CREATE PROCEDURE queue_seek(
-    IN p_group TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_topic TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_partition_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_partition_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_offset BIGINT,
     IN p_now BIGINT
 )
@@ -1819,15 +1867,15 @@ BEGIN
     END;
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
-        OR p_group NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
-        OR p_topic NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
-    IF p_partition_key IS NOT NULL AND CHAR_LENGTH(p_partition_key) NOT BETWEEN 1 AND 191 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_partition_key must be NULL or 1 to 191 characters';
+    IF p_partition_key IS NOT NULL AND (CHAR_LENGTH(p_partition_key) NOT BETWEEN 1 AND 191 OR p_partition_key LIKE '% ') THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_partition_key must be NULL or 1 to 191 characters, not ending in a space';
     END IF;
     IF p_offset IS NOT NULL AND p_offset < 0 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_offset must be NULL (end) or an offset >= 0';
@@ -1901,11 +1949,11 @@ END
 
 -- mysqlq:object procedure queue_subscribe
 CREATE PROCEDURE queue_subscribe(
-    IN p_group TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_topic TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_subscriber TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_max_attempts INT,
-    IN p_dlq_topic TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_subscriber LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_max_attempts BIGINT,
+    IN p_dlq_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_lease_ms BIGINT,
     IN p_now BIGINT
 )
@@ -1921,22 +1969,22 @@ BEGIN
     END;
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
-        OR p_group NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
-        OR p_topic NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
-    IF p_subscriber IS NOT NULL AND CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be NULL or 1 to 191 characters';
+    IF p_subscriber IS NOT NULL AND (CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ') THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be NULL or 1 to 191 characters, not ending in a space';
     END IF;
     IF p_max_attempts IS NOT NULL AND p_max_attempts NOT BETWEEN 1 AND 1000 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_max_attempts must be NULL or between 1 and 1000';
     END IF;
     IF p_dlq_topic IS NOT NULL THEN
         IF p_dlq_topic IS NULL OR CHAR_LENGTH(p_dlq_topic) NOT BETWEEN 1 AND 191
-        OR p_dlq_topic NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_dlq_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_dlq_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
         IF p_dlq_topic = p_topic THEN
@@ -1986,10 +2034,10 @@ END
 
 -- mysqlq:object procedure queue_topic_configure
 CREATE PROCEDURE queue_topic_configure(
-    IN p_topic TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_partitions INT,
-    IN p_max_attempts INT,
-    IN p_dlq_suffix TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_partitions BIGINT,
+    IN p_max_attempts BIGINT,
+    IN p_dlq_suffix LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_retention_ms BIGINT
 )
 MODIFIES SQL DATA
@@ -1997,7 +2045,7 @@ BEGIN
     DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
 
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
-        OR p_topic NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_partitions IS NOT NULL AND p_partitions NOT BETWEEN 1 AND 4096 THEN
@@ -2008,7 +2056,7 @@ BEGIN
     END IF;
     IF p_dlq_suffix IS NOT NULL AND (
         CHAR_LENGTH(p_dlq_suffix) NOT BETWEEN 1 AND 64
-        OR p_dlq_suffix NOT REGEXP '^[A-Za-z0-9._:/-]+$'
+        OR p_dlq_suffix REGEXP '[^A-Za-z0-9._:/-]'
     ) THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_dlq_suffix must be NULL or 1 to 64 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
@@ -2040,8 +2088,8 @@ END
 
 -- mysqlq:object procedure queue_unsubscribe
 CREATE PROCEDURE queue_unsubscribe(
-    IN p_group TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_topic TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
 )
 MODIFIES SQL DATA
 BEGIN
@@ -2053,11 +2101,11 @@ BEGIN
     END;
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
-        OR p_group NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
-        OR p_topic NOT REGEXP '^[A-Za-z0-9._:/-]+$' THEN
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
 

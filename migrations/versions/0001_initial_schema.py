@@ -13,7 +13,7 @@ revision = "0001"
 down_revision = None
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "52380649f02db78fa73fbb46b850abbb6961d1e9c38456365d491e389d2a2370"
+snapshot_sha256 = "a0f5d91653bd02a4f616b5a573899f9a5cad8cefbeaf2b494d9294a6a73290b7"
 
 
 def upgrade() -> None:
