@@ -30,7 +30,11 @@ from mysqlq import connection, localserver, migrate
 
 console = Console()
 
-ROW_COUNTERS = ("Innodb_rows_inserted", "Innodb_rows_updated", "Innodb_rows_deleted")
+# rows written: InnoDB's row counters where the server has them (MySQL); MariaDB 10.11 has none,
+# but its Handler_* counters leave out internal temporary tables (those are Handler_tmp_*)
+MYSQL_ROW_COUNTERS = ("Innodb_rows_inserted", "Innodb_rows_updated", "Innodb_rows_deleted")
+MARIADB_ROW_COUNTERS = ("Handler_write", "Handler_update", "Handler_delete")
+ROW_COUNTERS = MYSQL_ROW_COUNTERS + MARIADB_ROW_COUNTERS
 
 
 def status(conn, names) -> dict[str, int]:
@@ -38,7 +42,12 @@ def status(conn, names) -> dict[str, int]:
     cur.execute("SHOW GLOBAL STATUS")
     values = {k: v for k, v in cur.fetchall()}
     cur.close()
-    return {n: int(values.get(n, 0)) for n in names}
+    return {n: int(values[n]) for n in names if n in values}
+
+
+def rows_written(before: dict[str, int], after: dict[str, int]) -> int:
+    names = MYSQL_ROW_COUNTERS if MYSQL_ROW_COUNTERS[0] in after else MARIADB_ROW_COUNTERS
+    return sum(after[n] - before[n] for n in names)
 
 
 def session_questions(conn) -> int:
@@ -104,7 +113,7 @@ def consume_cost(conn, topic, keys, group, messages, batch_size=10):
     elapsed = time.perf_counter() - t0
     q1 = session_questions(conn)
     after = status(conn, ROW_COUNTERS)
-    rows = sum(after[k] - before[k] for k in ROW_COUNTERS)
+    rows = rows_written(before, after)
     return {
         "partitions_held": len(keys),
         "batch_size": batch_size,

@@ -1,5 +1,6 @@
 """mysqlq: a message queue implemented as MySQL/MariaDB stored procedures."""
 
+from mysqlq.client import Client, PublishResult, Transaction, connect
 from mysqlq.errors import (
     ConnectionLost,
     DatabaseError,
@@ -12,10 +13,13 @@ from mysqlq.errors import (
     SchemaMismatch,
     TransientError,
 )
+from mysqlq.message import Message
+from mysqlq.subscriber import Subscriber
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Client",
     "ConnectionLost",
     "DatabaseError",
     "Deadlock",
@@ -23,8 +27,13 @@ __all__ = [
     "InvalidArgument",
     "InvalidDSN",
     "LockTimeout",
+    "Message",
     "NotMigrated",
+    "PublishResult",
     "SchemaMismatch",
+    "Subscriber",
+    "Transaction",
     "TransientError",
     "__version__",
+    "connect",
 ]

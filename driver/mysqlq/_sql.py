@@ -1,0 +1,84 @@
+"""Every statement the driver sends, in one place to audit.
+
+The driver runs no SQL of its own beyond these CALLs to the protocol's stored procedures (see
+docs/protocol.md) and the reads of documented tables used by ``mysqlq stats``. Parameters are
+passed to mysqlclient as %s placeholders; nothing is formatted into the text.
+"""
+
+from __future__ import annotations
+
+# protocol version the driver speaks; the database's queue_version() must match
+PROTOCOL_VERSION = "1.0"
+
+VERSION = "SELECT queue_version()"
+
+# producer
+PUBLISH = "CALL queue_publish(%s, %s, %s, %s, %s, %s)"
+PUBLISH_BATCH = "CALL queue_publish_batch(%s, %s)"
+TOPIC_CONFIGURE = "CALL queue_topic_configure(%s, %s, %s, %s, %s)"
+
+# group membership and leases
+SUBSCRIBE = "CALL queue_subscribe(%s, %s, %s, %s, %s, %s, NULL)"
+UNSUBSCRIBE = "CALL queue_unsubscribe(%s, %s)"
+HEARTBEAT = "CALL queue_heartbeat(%s, %s, %s, %s, NULL)"
+ACQUIRE_LEASES = "CALL queue_acquire_leases(%s, %s, %s, %s, NULL)"
+RELEASE_LEASES = "CALL queue_release_leases(%s, %s, %s, NULL)"
+DEREGISTER = "CALL queue_deregister(%s, %s, %s, NULL)"
+
+# consuming
+FETCH = "CALL queue_fetch(%s, %s, %s, %s, %s, %s, NULL)"
+ACK = "CALL queue_ack(%s, %s, NULL)"
+NACK = "CALL queue_nack(%s, %s, %s, %s, NULL)"
+EXTEND = "CALL queue_extend(%s, %s, %s, NULL)"
+DEAD_LETTER = "CALL queue_dead_letter(%s, %s, %s, NULL)"
+RELEASE_MESSAGES = "CALL queue_release_messages(%s, %s, NULL)"
+
+# administration
+SEEK = "CALL queue_seek(%s, %s, %s, %s, NULL)"
+REDRIVE = "CALL queue_redrive(%s, %s, NULL)"
+GC = "CALL queue_gc(%s, NULL)"
+MAINTENANCE = "CALL queue_maintenance(NULL)"
+
+# reads of documented tables, for metrics, `mysqlq stats` and `mysqlq dlq`
+LAG = """
+SELECT p.partition_id, p.last_offset - COALESCE(o.offset_acked, 0) AS lag
+FROM queue_partitions p
+LEFT JOIN queue_offsets o ON o.group_name = %s AND o.partition_id = p.partition_id
+WHERE p.partition_id IN (
+    SELECT j.pid FROM JSON_TABLE(%s, '$[*]' COLUMNS (pid BIGINT PATH '$')) AS j
+)
+"""
+
+STATS_GROUPS = """
+SELECT s.topic, s.group_name,
+       COUNT(p.partition_id) AS partitions,
+       COALESCE(SUM(p.last_offset - COALESCE(o.offset_acked, 0)), 0) AS lag,
+       COALESCE(SUM(GREATEST(o.cursor_pending, 0)), 0) AS in_flight,
+       (SELECT COUNT(*) FROM queue_subscriber_heartbeats h
+         WHERE h.group_name = s.group_name AND h.topic = s.topic
+           AND h.expires_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)) AS live_subscribers,
+       (SELECT COUNT(*) FROM queue_messages d
+         WHERE d.topic = s.dlq_topic AND d.origin_group = s.group_name) AS dlq_depth
+FROM queue_subscriptions s
+LEFT JOIN queue_partitions p ON p.topic = s.topic
+LEFT JOIN queue_offsets o ON o.group_name = s.group_name AND o.partition_id = p.partition_id
+GROUP BY s.topic, s.group_name, s.dlq_topic
+ORDER BY s.topic, s.group_name
+"""
+
+DLQ_LIST = """
+SELECT partition_id, msg_offset AS `offset`, partition_key, message_id AS id, origin_topic,
+       origin_group, origin_offset, origin_message_id, failures, last_error, failed_at
+FROM queue_messages
+WHERE topic = %s
+ORDER BY failed_at, partition_id, msg_offset
+LIMIT %s
+"""
+
+DLQ_SHOW = """
+SELECT partition_id, msg_offset AS `offset`, partition_key, message_id AS id, payload, metadata,
+       origin_topic, origin_group, origin_offset, origin_message_id, failures, last_error,
+       failed_at, published_at
+FROM queue_messages
+WHERE topic = %s AND partition_id = %s AND msg_offset = %s
+"""

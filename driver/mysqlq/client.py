@@ -1,0 +1,396 @@
+"""The producer and admin side of the driver: publish, publish in your transaction, administer.
+
+>>> client = mysqlq.connect("mysql://app:secret@db:3306/app")       # or env MYSQLQ_DSN
+>>> client.publish("orders", b"...", key="customer-42", id="order-1001")
+PublishResult(offset=1, duplicate=False)
+>>> with client.transaction() as tx:                                # the outbox pattern
+...     tx.execute("INSERT INTO invoices (id) VALUES (%s)", (7,))
+...     tx.publish("invoices", b'{"id": 7}', key="customer-42")
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NamedTuple
+
+import MySQLdb
+import MySQLdb.cursors
+from tenacity import (
+    retry,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from mysqlq import _sql, schema
+from mysqlq.connection import connect as open_connection
+from mysqlq.connection import resolve_dsn
+from mysqlq.errors import ConnectionLost, Deadlock, InvalidArgument, LockTimeout, translating
+
+__all__ = ["Client", "PublishResult", "Transaction", "connect"]
+
+# retry a call the server can repeat safely: a publish with an id (G1), an admin call
+_transient = retry(
+    retry=retry_if_exception_type((ConnectionLost, Deadlock, LockTimeout)),
+    wait=wait_exponential_jitter(initial=0.05, max=2.0),
+    stop=stop_after_attempt(6),
+    reraise=True,
+)
+
+
+class PublishResult(NamedTuple):
+    offset: int
+    duplicate: bool
+
+
+def connect(dsn: str | None = None, *, check_version: bool = True) -> Client:
+    """A client for the mysqlq database at ``dsn`` (default: env ``MYSQLQ_DSN``)."""
+    return Client(dsn, check_version=check_version)
+
+
+def _payload_bytes(payload: bytes | bytearray | memoryview | str) -> bytes:
+    if isinstance(payload, str):
+        return payload.encode("utf-8")
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        return bytes(payload)
+    raise InvalidArgument(f"payload must be bytes or str, not {type(payload).__name__}")
+
+
+def _metadata_json(metadata: Mapping[str, Any] | None) -> str | None:
+    if metadata is None:
+        return None
+    if not isinstance(metadata, Mapping):
+        raise InvalidArgument(f"metadata must be a mapping or None, not {type(metadata).__name__}")
+    try:
+        return json.dumps(metadata, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(f"metadata must be JSON-serialisable: {exc}") from None
+
+
+def _delay_ms(delay: float | None) -> int:
+    if delay is None:
+        return 0
+    if not isinstance(delay, (int, float)) or delay != delay:
+        raise InvalidArgument(f"delay must be a number of seconds, not {delay!r}")
+    return round(delay * 1000)
+
+
+def _batch_element(message: Any) -> dict[str, Any]:
+    """One element of queue_publish_batch's JSON from a payload or a mapping."""
+    if isinstance(message, (bytes, bytearray, memoryview, str)):
+        message = {"payload": message}
+    if not isinstance(message, Mapping):
+        raise InvalidArgument(
+            "publish_batch takes payloads (bytes or str) or mappings with a 'payload' key"
+        )
+    unknown = set(message) - {"payload", "key", "id", "metadata", "delay"}
+    if unknown:
+        raise InvalidArgument(f"unknown message field(s): {', '.join(sorted(unknown))}")
+    if "payload" not in message:
+        raise InvalidArgument("every message needs a 'payload'")
+    element: dict[str, Any] = {
+        "payload_b64": base64.b64encode(_payload_bytes(message["payload"])).decode("ascii"),
+        "id": message.get("id") or uuid.uuid4().hex,
+    }
+    if message.get("key") is not None:
+        element["key"] = message["key"]
+    if message.get("metadata") is not None:
+        element["metadata"] = json.loads(_metadata_json(message["metadata"]) or "null")
+    if message.get("delay"):
+        element["delay_ms"] = _delay_ms(message["delay"])
+    return element
+
+
+class _Publisher:
+    """Publish calls over one connection; shared by the client and its transactions."""
+
+    _conn: MySQLdb.connections.Connection
+
+    def _call_rows(self, sql: str, args: tuple) -> list[dict[str, Any]]:
+        with translating():
+            cur = self._conn.cursor(MySQLdb.cursors.DictCursor)
+            try:
+                cur.execute(sql, args)
+                rows = list(cur.fetchall() or [])
+                while cur.nextset():
+                    pass
+                return rows
+            finally:
+                cur.close()
+
+    def _publish(self, topic, payload, key, id, metadata, delay) -> PublishResult:
+        args = (
+            topic,
+            key,
+            id or uuid.uuid4().hex,  # a driver-made id makes a retry after a lost reply safe
+            _payload_bytes(payload),
+            _metadata_json(metadata),
+            _delay_ms(delay),
+        )
+        (row,) = self._call_rows(_sql.PUBLISH, args)
+        return PublishResult(int(row["offset"]), bool(row["duplicate"]))
+
+    def _publish_batch(self, topic, messages, chunk_size) -> list[PublishResult]:
+        if not 1 <= chunk_size <= 100_000:
+            raise InvalidArgument("chunk_size must be between 1 and 100000")
+        results: list[PublishResult] = []
+        chunk: list[dict[str, Any]] = []
+        for message in messages:
+            chunk.append(_batch_element(message))
+            if len(chunk) >= chunk_size:
+                results.extend(self._publish_chunk(topic, chunk))
+                chunk = []
+        if chunk:
+            results.extend(self._publish_chunk(topic, chunk))
+        return results
+
+    def _publish_chunk(self, topic, chunk) -> list[PublishResult]:
+        rows = self._call_rows(_sql.PUBLISH_BATCH, (topic, json.dumps(chunk)))
+        return [PublishResult(int(r["offset"]), bool(r["duplicate"])) for r in rows]
+
+
+class Transaction(_Publisher):
+    """Your transaction: business writes and publishes commit or roll back together (G2)."""
+
+    def __init__(self, conn: MySQLdb.connections.Connection) -> None:
+        self._conn = conn
+
+    @property
+    def connection(self) -> MySQLdb.connections.Connection:
+        return self._conn
+
+    def execute(self, sql: str, args: Any = None) -> int:
+        """Run one statement of your own in the transaction; returns the affected row count."""
+        with translating():
+            cur = self._conn.cursor()
+            try:
+                return cur.execute(sql, args)
+            finally:
+                cur.close()
+
+    def publish(
+        self,
+        topic: str,
+        payload: bytes | str,
+        *,
+        key: str | None = None,
+        id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        delay: float = 0.0,
+    ) -> PublishResult:
+        return self._publish(topic, payload, key, id, metadata, delay)
+
+    def publish_batch(
+        self, topic: str, messages: Iterable[Any], *, chunk_size: int = 1000
+    ) -> list[PublishResult]:
+        return self._publish_batch(topic, messages, chunk_size)
+
+
+class Client(_Publisher):
+    """A connection to a mysqlq database for publishing and administration.
+
+    Thread-safe: calls are serialised on one connection. Open one client per process (or use
+    :meth:`transaction` with your own connection for the outbox pattern).
+    """
+
+    def __init__(self, dsn: str | None = None, *, check_version: bool = True) -> None:
+        self.dsn = resolve_dsn(dsn)
+        self._lock = threading.RLock()
+        self._conn = open_connection(self.dsn)
+        if check_version:
+            schema.check_version(self._conn, _sql.PROTOCOL_VERSION)
+
+    # connection handling -------------------------------------------------------------------
+
+    def _reconnect(self) -> None:
+        with contextlib.suppress(Exception):
+            self._conn.close()
+        self._conn = open_connection(self.dsn)
+
+    @_transient
+    def _call_safely(self, sql: str, args: tuple) -> list[dict[str, Any]]:
+        """A call that is safe to repeat; reconnects after a lost connection."""
+        with self._lock:
+            try:
+                return self._call_rows(sql, args)
+            except ConnectionLost:
+                self._reconnect()
+                raise
+
+    def close(self) -> None:
+        with self._lock, contextlib.suppress(Exception):
+            self._conn.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # publishing ----------------------------------------------------------------------------
+
+    def publish(
+        self,
+        topic: str,
+        payload: bytes | str,
+        *,
+        key: str | None = None,
+        id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        delay: float = 0.0,
+        conn: MySQLdb.connections.Connection | None = None,
+    ) -> PublishResult:
+        """Publish one message; returns its offset and whether it was a duplicate (G1).
+
+        With ``conn`` (your open mysqlclient connection) the publish runs in your transaction and
+        commits or rolls back with it (G2). Without, it commits at once and is retried on
+        transient errors — safe, because the driver gives every message an id.
+        """
+        if conn is not None:
+            return Transaction(conn).publish(
+                topic, payload, key=key, id=id, metadata=metadata, delay=delay
+            )
+        id = id or uuid.uuid4().hex
+        args = (
+            topic,
+            key,
+            id,
+            _payload_bytes(payload),
+            _metadata_json(metadata),
+            _delay_ms(delay),
+        )
+        (row,) = self._call_safely(_sql.PUBLISH, args)
+        return PublishResult(int(row["offset"]), bool(row["duplicate"]))
+
+    def publish_batch(
+        self,
+        topic: str,
+        messages: Iterable[Any],
+        *,
+        chunk_size: int = 1000,
+        conn: MySQLdb.connections.Connection | None = None,
+    ) -> list[PublishResult]:
+        """Publish many messages, ``chunk_size`` per round trip. Each message is a payload
+        (bytes or str) or a mapping with ``payload`` and optional ``key``, ``id``, ``metadata``,
+        ``delay`` (seconds). Results come back in input order."""
+        if conn is not None:
+            return Transaction(conn).publish_batch(topic, messages, chunk_size=chunk_size)
+        if not 1 <= chunk_size <= 100_000:
+            raise InvalidArgument("chunk_size must be between 1 and 100000")
+        results: list[PublishResult] = []
+        chunk: list[dict[str, Any]] = []
+
+        def flush() -> None:
+            rows = self._call_safely(_sql.PUBLISH_BATCH, (topic, json.dumps(chunk)))
+            results.extend(PublishResult(int(r["offset"]), bool(r["duplicate"])) for r in rows)
+
+        for message in messages:
+            chunk.append(_batch_element(message))
+            if len(chunk) >= chunk_size:
+                flush()
+                chunk = []
+        if chunk:
+            flush()
+        return results
+
+    @contextlib.contextmanager
+    def transaction(
+        self, conn: MySQLdb.connections.Connection | None = None
+    ) -> Iterator[Transaction]:
+        """A transaction for business writes and publishes together (the outbox pattern).
+
+        Commits when the block ends, rolls back when it raises. With ``conn`` it uses your
+        connection (and leaves it open); otherwise it opens one for the block.
+        """
+        own = conn is None
+        conn = conn or open_connection(self.dsn)
+        with translating():
+            conn.autocommit(False)
+        try:
+            yield Transaction(conn)
+            with translating():
+                conn.commit()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.rollback()
+            raise
+        finally:
+            if own:
+                with contextlib.suppress(Exception):
+                    conn.close()
+
+    # administration ------------------------------------------------------------------------
+
+    def configure_topic(
+        self,
+        topic: str,
+        *,
+        partitions: int | None = None,
+        max_attempts: int | None = None,
+        dlq_suffix: str | None = None,
+        retention: float | None = None,
+    ) -> dict[str, Any]:
+        retention_ms = None if retention is None else _delay_ms(retention)
+        args = (topic, partitions, max_attempts, dlq_suffix, retention_ms)
+        return self._call_safely(_sql.TOPIC_CONFIGURE, args)[0]
+
+    def subscribe(
+        self,
+        group: str,
+        topic: str,
+        *,
+        max_attempts: int | None = None,
+        dlq_topic: str | None = None,
+    ) -> dict[str, Any]:
+        """Register a consumer group on a topic (GC then keeps messages until it has them)."""
+        return self._call_safely(
+            _sql.SUBSCRIBE, (group, topic, None, max_attempts, dlq_topic, None)
+        )[0]
+
+    def unsubscribe(self, group: str, topic: str) -> bool:
+        return bool(self._call_safely(_sql.UNSUBSCRIBE, (group, topic))[0]["removed"])
+
+    def seek(
+        self, group: str, topic: str, offset: int | None, *, key: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Set where a group reads next: ``offset`` (0 = earliest kept, None = the end), on
+        one partition (``key``) or on all of the topic's."""
+        return self._call_safely(_sql.SEEK, (group, topic, key, offset))
+
+    def redrive(self, dlq_topic: str, limit: int = 1000) -> int:
+        """Send DLQ entries back to their topic, each for the group that failed it."""
+        return int(self._call_safely(_sql.REDRIVE, (dlq_topic, limit))[0]["redriven"])
+
+    def gc(self, limit: int = 100_000) -> int:
+        """Delete what every subscribed group has passed; returns the rows deleted."""
+        return int(self._call_safely(_sql.GC, (limit,))[0]["deleted"])
+
+    def maintenance(self) -> int:
+        return int(self._call_safely(_sql.MAINTENANCE, ())[0]["deleted"])
+
+    def stats(self) -> list[dict[str, Any]]:
+        """Per topic and group: partitions, lag, in flight, live subscribers, DLQ depth."""
+        rows = self._call_safely(_sql.STATS_GROUPS, ())
+        return [
+            {
+                k: int(v)
+                if hasattr(v, "as_integer_ratio")
+                and not isinstance(v, float)
+                and k not in ("topic", "group_name")
+                else v
+                for k, v in r.items()
+            }
+            for r in rows
+        ]
+
+    def dlq_list(self, dlq_topic: str, limit: int = 100) -> list[dict[str, Any]]:
+        return self._call_safely(_sql.DLQ_LIST, (dlq_topic, limit))
+
+    def dlq_show(self, dlq_topic: str, partition_id: int, offset: int) -> dict[str, Any] | None:
+        rows = self._call_safely(_sql.DLQ_SHOW, (dlq_topic, partition_id, offset))
+        return rows[0] if rows else None

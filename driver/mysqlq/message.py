@@ -1,0 +1,115 @@
+"""A delivered message, as a handler sees it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mysqlq.subscriber import Subscriber
+
+
+@dataclass
+class Message:
+    """One delivery of one message to one subscriber of a group.
+
+    ``offset`` is the message's position in its partition (``topic``, ``key``; unkeyed messages
+    have ``key = None`` and live in one of the topic's hashed partitions, ``partition_id``).
+    ``attempt`` counts deliveries to this group, 1 for the first. ``token`` identifies this
+    delivery: a later redelivery gets another one, and outcomes carrying an old token are ignored.
+    DLQ entries also carry ``origin_*``, ``failures``, ``last_error`` and ``failed_at``.
+    """
+
+    topic: str
+    key: str | None
+    offset: int
+    id: str
+    payload: bytes
+    metadata: dict[str, Any] | None
+    attempt: int
+    partition_id: int
+    token: int
+    published_at: int
+    visible_until: int
+    origin_topic: str | None = None
+    origin_group: str | None = None
+    origin_offset: int | None = None
+    origin_message_id: str | None = None
+    failures: int | None = None
+    last_error: str | None = None
+    failed_at: int | None = None
+    _subscriber: Subscriber | None = field(default=None, repr=False, compare=False)
+    _outcome: str | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any], subscriber: Subscriber | None = None) -> Message:
+        metadata = row.get("metadata")
+        if isinstance(metadata, (bytes, bytearray)):
+            metadata = metadata.decode()
+        return cls(
+            topic=row["topic"],
+            key=row["partition_key"],
+            offset=int(row["offset"]),
+            id=row["id"],
+            payload=bytes(row["payload"]),
+            metadata=json.loads(metadata) if metadata else None,
+            attempt=int(row["attempt"]),
+            partition_id=int(row["partition_id"]),
+            token=int(row["token"]),
+            published_at=int(row["published_at"]),
+            visible_until=int(row["visible_until"]),
+            origin_topic=row.get("origin_topic"),
+            origin_group=row.get("origin_group"),
+            origin_offset=row.get("origin_offset"),
+            origin_message_id=row.get("origin_message_id"),
+            failures=row.get("failures"),
+            last_error=row.get("last_error"),
+            failed_at=row.get("failed_at"),
+            _subscriber=subscriber,
+        )
+
+    @property
+    def delivery(self) -> list[int]:
+        """The [partition_id, offset, token] triple the settle procedures take."""
+        return [self.partition_id, self.offset, self.token]
+
+    def json(self) -> Any:
+        """The payload decoded as JSON."""
+        return json.loads(self.payload)
+
+    def text(self, encoding: str = "utf-8") -> str:
+        return self.payload.decode(encoding)
+
+    # explicit outcomes: the first one is final, returning from the handler adds nothing
+
+    def ack(self) -> None:
+        """Done: the message will not be delivered to this group again."""
+        self._settle("ack")
+
+    def nack(self, delay: float | None = None, error: str = "nacked by handler") -> None:
+        """Failed: deliver again after ``delay`` seconds (default: the subscriber's backoff), or
+        move to the DLQ when this was the last allowed attempt."""
+        self._settle("nack", delay=delay, error=error)
+
+    def dead_letter(self, reason: str) -> None:
+        """Move to the group's DLQ now, with ``reason`` as the last error."""
+        self._settle("dead_letter", error=reason)
+
+    def extend(self, seconds: float) -> None:
+        """Keep the message invisible to others for ``seconds`` more from now."""
+        if self._subscriber is None:
+            raise RuntimeError("this message is not attached to a subscriber")
+        self._subscriber._extend(self, seconds)
+
+    @property
+    def settled(self) -> bool:
+        return self._outcome is not None
+
+    def _settle(self, outcome: str, **kw: Any) -> None:
+        if self._outcome is not None:
+            return
+        if self._subscriber is None:
+            raise RuntimeError("this message is not attached to a subscriber")
+        self._outcome = outcome
+        self._subscriber._settle(self, outcome, **kw)

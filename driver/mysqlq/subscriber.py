@@ -1,0 +1,564 @@
+"""The consumer: a subscriber of a group runs handlers on the messages of the partitions it holds.
+
+Three small loops, each on its own connection, and a pool of handler threads:
+
+* **lease** — every ``lease_duration / 3``: heartbeat, renew, rebalance (``queue_acquire_leases``);
+* **fetch** — ``queue_fetch`` for every partition held in one call; again at once after a full
+  fetch, after ``poll_interval`` when idle, or as soon as a flush settled a batch;
+* **flush** — batches acks (and nacks, extends, dead letters, releases) into few calls;
+* **handlers** — ``concurrency`` threads. A partition's messages run one after the other in offset
+  order; different partitions run in parallel.
+
+A handler that returns acks its message; one that raises nacks it with exponential backoff and
+jitter (the server moves it to the DLQ after ``max_attempts`` deliveries). Explicit
+``msg.ack()/nack()/extend()/dead_letter()`` calls are final. A buffered message is not started once
+its visibility deadline or the subscriber's lease deadline has passed (someone else may have it).
+``stop()`` (or SIGTERM/SIGINT in ``run()``) stops fetching, lets running handlers finish, makes
+buffered messages visible again without charging an attempt, flushes, releases the leases and
+deregisters, so another subscriber takes over at once.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import logging
+import os
+import random
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import MySQLdb
+import MySQLdb.cursors
+
+from mysqlq import _sql, schema
+from mysqlq.connection import connect as open_connection
+from mysqlq.connection import resolve_dsn
+from mysqlq.errors import ConnectionLost, Error, InvalidArgument, TransientError, translating
+from mysqlq.message import Message
+
+__all__ = ["Subscriber"]
+
+log = logging.getLogger("mysqlq.subscriber")
+
+Handler = Callable[[Message], Any]
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
+def _positive(name: str, value: float, *, integer: bool = False, low: float = 0.0) -> None:
+    if integer and (not isinstance(value, int) or isinstance(value, bool)):
+        raise InvalidArgument(f"{name} must be an integer, not {value!r}")
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > low:
+        raise InvalidArgument(f"{name} must be a number above {low:g}, not {value!r}")
+
+
+class _Link:
+    """One loop's connection: reconnects after a lost connection, retries transient errors with
+    backoff until the call succeeds or the subscriber stops (the loops never die on a blip)."""
+
+    def __init__(self, dsn: str, name: str, stopping: threading.Event) -> None:
+        self.dsn = dsn
+        self.name = name
+        self.stopping = stopping
+        self.conn: MySQLdb.connections.Connection | None = None
+
+    def _connection(self) -> MySQLdb.connections.Connection:
+        if self.conn is None:
+            self.conn = open_connection(self.dsn)
+        return self.conn
+
+    def close(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                self.conn.close()
+            self.conn = None
+
+    def call(self, sql: str, args: tuple, *, give_up_when_stopping: bool = True) -> list[dict]:
+        delay = 0.05
+        while True:
+            try:
+                with translating():
+                    cur = self._connection().cursor(MySQLdb.cursors.DictCursor)
+                    try:
+                        cur.execute(sql, args)
+                        rows = list(cur.fetchall() or [])
+                        while cur.nextset():
+                            pass
+                        return rows
+                    finally:
+                        cur.close()
+            except TransientError as exc:
+                if isinstance(exc, ConnectionLost):
+                    self.close()
+                if give_up_when_stopping and self.stopping.is_set():
+                    raise
+                log.warning("%s: %s; retrying in %.2fs", self.name, exc, delay)
+                time.sleep(delay * random.uniform(0.5, 1.0))
+                delay = min(delay * 2, 2.0)
+
+
+@dataclass
+class _Settlement:
+    outcome: str  # ack, nack, dead_letter, extend, release
+    message: Message
+    delay_ms: int = 0
+    error: str | None = None
+
+
+class Subscriber:
+    """A member of consumer group ``group`` on ``topic``; see the module documentation."""
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        topic: str,
+        group: str,
+        handler: Handler,
+        name: str | None = None,
+        batch_size: int = 10,
+        visibility_timeout: float = 60.0,
+        max_attempts: int = 3,
+        lease_duration: float = 30.0,
+        poll_interval: float = 0.1,
+        concurrency: int = 4,
+        retry_backoff: float = 1.0,
+        max_backoff: float = 300.0,
+        dlq_topic: str | None = None,
+        metrics: Any = None,
+        check_version: bool = True,
+    ) -> None:
+        if not callable(handler):
+            raise InvalidArgument("handler must be callable")
+        _positive("batch_size", batch_size, integer=True)
+        _positive("concurrency", concurrency, integer=True)
+        _positive("max_attempts", max_attempts, integer=True)
+        _positive("visibility_timeout", visibility_timeout)
+        _positive("lease_duration", lease_duration)
+        _positive("poll_interval", poll_interval)
+        _positive("retry_backoff", retry_backoff, low=-1e-12)
+        _positive("max_backoff", max_backoff, low=-1e-12)
+        self.dsn = resolve_dsn(dsn)
+        self.topic = topic
+        self.group = group
+        self.handler = handler
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.batch_size = batch_size
+        self.visibility_timeout = visibility_timeout
+        self.max_attempts = max_attempts
+        self.lease_duration = lease_duration
+        self.poll_interval = poll_interval
+        self.concurrency = concurrency
+        self.retry_backoff = retry_backoff
+        self.max_backoff = max_backoff
+        self.dlq_topic = dlq_topic
+        self._metrics = _Metrics(metrics, topic, group) if metrics else None
+
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        # set by stop() once every buffered message was handed to the flush loop
+        self._final_flush = threading.Event()
+        # set by the flush loop when it flushed everything: the lease loop then deregisters
+        self._flush_done = threading.Event()
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._flush_cond = threading.Condition()
+        self._settlements: list[_Settlement] = []
+        # partition_id -> messages fetched but not started, in offset order
+        self._buffers: dict[int, collections.deque[tuple[Message, float]]] = {}
+        self._active: set[int] = set()
+        self._held: dict[int, int] = {}
+        self._lease_deadline = 0.0
+        self._threads: list[threading.Thread] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._counts = collections.Counter()
+        self._handler_seconds = 0.0
+
+        # validate the arguments and the schema now, not in a background thread
+        conn = open_connection(self.dsn)
+        try:
+            if check_version:
+                schema.check_version(conn, _sql.PROTOCOL_VERSION)
+            with translating():
+                cur = conn.cursor()
+                cur.execute(
+                    _sql.SUBSCRIBE,
+                    (group, topic, self.name, max_attempts, dlq_topic, _ms(lease_duration)),
+                )
+                cur.fetchall()
+                while cur.nextset():
+                    pass
+                cur.close()
+        finally:
+            conn.close()
+
+    # lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> Subscriber:
+        if self._threads:
+            raise Error("subscriber already started")
+        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="mysqlq-handler")
+        for name, target in (
+            ("lease", self._lease_loop),
+            ("fetch", self._fetch_loop),
+            ("flush", self._flush_loop),
+        ):
+            t = threading.Thread(target=target, name=f"mysqlq-{name}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        log.info("subscriber %s joined group %s on %s", self.name, self.group, self.topic)
+        return self
+
+    def run(self) -> None:
+        """Run until SIGTERM or SIGINT (or :meth:`stop` from another thread), then stop
+        gracefully."""
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, lambda *_: self._stopping.set())
+        try:
+            self.start()
+            while not self._stopping.wait(0.5):
+                pass
+        finally:
+            self.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop fetching, let running handlers finish (up to ``timeout`` seconds), return
+        buffered messages at once, flush outcomes, release the leases and deregister."""
+        if self._stopped.is_set():
+            return
+        self._stopping.set()
+        self._wake.set()
+        deadline = time.monotonic() + timeout
+        # no new handler starts once stopping is set; wait for the running ones
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._active:
+                    break
+            time.sleep(0.01)
+        with self._lock:
+            unstarted = [m for buf in self._buffers.values() for m, _ in buf]
+            self._buffers.clear()
+        for message in unstarted:
+            self._enqueue(_Settlement("release", message))
+        self._final_flush.set()
+        with self._flush_cond:
+            self._flush_cond.notify_all()
+        for t in self._threads:
+            t.join(timeout=max(0.1, deadline - time.monotonic()) + 5)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        self._stopped.set()
+        log.info("subscriber %s left group %s", self.name, self.group)
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                **self._counts,
+                "partitions_held": len(self._held),
+                "buffered": sum(len(b) for b in self._buffers.values()),
+                "running": len(self._active),
+                "handler_seconds": round(self._handler_seconds, 6),
+            }
+
+    # lease loop -----------------------------------------------------------------------------
+
+    def _lease_loop(self) -> None:
+        link = _Link(self.dsn, f"{self.name} lease", self._stopping)
+        interval = self.lease_duration / 3
+        try:
+            while not self._stopping.is_set():
+                started = time.monotonic()
+                try:
+                    rows = link.call(
+                        _sql.ACQUIRE_LEASES,
+                        (self.group, self.topic, self.name, _ms(self.lease_duration)),
+                    )
+                    held = {int(r["partition_id"]): int(r["lease_epoch"]) for r in rows}
+                    with self._lock:
+                        gained = set(held) - set(self._held)
+                        lost = set(self._held) - set(held)
+                        self._held = held
+                        self._lease_deadline = started + self.lease_duration
+                    if gained or lost:
+                        log.info(
+                            "%s holds %d partitions (+%d -%d)",
+                            self.name,
+                            len(held),
+                            len(gained),
+                            len(lost),
+                        )
+                        self._wake.set()
+                    if self._metrics:
+                        self._metrics.lag(link, held)
+                except Error as exc:
+                    if self._stopping.is_set():
+                        break
+                    log.error("%s: lease tick failed: %s", self.name, exc)
+                self._stopping.wait(max(0.0, interval - (time.monotonic() - started)))
+            # the flush loop has returned what it could; now leave the group at once
+            self._flush_done.wait(timeout=30)
+            with contextlib.suppress(Error):
+                link.call(
+                    _sql.DEREGISTER,
+                    (self.group, self.topic, self.name),
+                    give_up_when_stopping=False,
+                )
+        finally:
+            link.close()
+
+    # fetch loop -----------------------------------------------------------------------------
+
+    def _fetch_loop(self) -> None:
+        link = _Link(self.dsn, f"{self.name} fetch", self._stopping)
+        limit = self.concurrency * self.batch_size * 2
+        try:
+            while not self._stopping.is_set():
+                with self._lock:
+                    holding = bool(self._held) and time.monotonic() < self._lease_deadline
+                    buffered = sum(len(b) for b in self._buffers.values())
+                room = limit - buffered
+                if not holding or room <= 0:
+                    self._wait()
+                    continue
+                fetched_at = time.monotonic()
+                try:
+                    rows = link.call(
+                        _sql.FETCH,
+                        (
+                            self.group,
+                            self.topic,
+                            self.name,
+                            self.batch_size,
+                            _ms(self.visibility_timeout),
+                            room,
+                        ),
+                    )
+                except Error as exc:
+                    if self._stopping.is_set():
+                        break
+                    log.error("%s: fetch failed: %s", self.name, exc)
+                    self._wait()
+                    continue
+                if rows:
+                    self._dispatch(rows, fetched_at + self.visibility_timeout)
+                full = len(rows) >= room or any(
+                    n >= self.batch_size
+                    for n in collections.Counter(r["partition_id"] for r in rows).values()
+                )
+                if not full:
+                    self._wait()
+        finally:
+            link.close()
+
+    def _wait(self) -> None:
+        self._wake.wait(self.poll_interval)
+        self._wake.clear()
+
+    def _dispatch(self, rows: list[dict], deadline: float) -> None:
+        messages = [Message.from_row(r, self) for r in rows]
+        self._count("delivered", len(messages))
+        if self._metrics:
+            self._metrics.delivered.inc(len(messages))
+        start = []
+        with self._lock:
+            for m in messages:
+                self._buffers.setdefault(m.partition_id, collections.deque()).append((m, deadline))
+            for pid, buf in self._buffers.items():
+                if buf and pid not in self._active:
+                    self._active.add(pid)
+                    start.append(pid)
+        for pid in start:
+            assert self._pool is not None
+            self._pool.submit(self._run_partition, pid)
+
+    # handlers -------------------------------------------------------------------------------
+
+    def _run_partition(self, pid: int) -> None:
+        """Run a partition's buffered messages one after the other, in offset order."""
+        while True:
+            with self._lock:
+                buf = self._buffers.get(pid)
+                if self._stopping.is_set() or not buf:
+                    self._active.discard(pid)
+                    return
+                message, deadline = buf.popleft()
+                lease_deadline = self._lease_deadline
+            now = time.monotonic()
+            if now >= deadline or now >= lease_deadline:
+                # it may already be with another subscriber: do not start it
+                self._count("expired_unstarted")
+                self._enqueue(_Settlement("release", message))
+                continue
+            self._handle(message)
+
+    def _handle(self, message: Message) -> None:
+        started = time.perf_counter()
+        try:
+            self.handler(message)
+        except Exception as exc:  # a failing handler nacks its message
+            self._count("handler_errors")
+            log.warning(
+                "handler failed on topic=%s key=%s offset=%s id=%s attempt=%s: %s: %s",
+                message.topic,
+                message.key,
+                message.offset,
+                message.id,
+                message.attempt,
+                type(exc).__name__,
+                exc,
+            )
+            if not message.settled:
+                message._outcome = "nack"
+                self._settle(message, "nack", delay=None, error=f"{type(exc).__name__}: {exc}")
+        else:
+            if not message.settled:
+                message._outcome = "ack"
+                self._settle(message, "ack")
+        finally:
+            elapsed = time.perf_counter() - started
+            with self._lock:
+                self._handler_seconds += elapsed
+            if self._metrics:
+                self._metrics.handler_seconds.observe(elapsed)
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._counts[name] += n
+
+    def _backoff_ms(self, attempt: int) -> int:
+        base = min(self.max_backoff, self.retry_backoff * (2 ** max(0, attempt - 1)))
+        return _ms(base * random.uniform(0.5, 1.0))
+
+    # outcomes -------------------------------------------------------------------------------
+
+    def _settle(
+        self, message: Message, outcome: str, delay: float | None = None, error: str | None = None
+    ) -> None:
+        if outcome == "nack":
+            delay_ms = self._backoff_ms(message.attempt) if delay is None else _ms(delay)
+            self._enqueue(_Settlement("nack", message, delay_ms=delay_ms, error=error))
+        elif outcome == "dead_letter":
+            self._enqueue(_Settlement("dead_letter", message, error=error))
+        else:
+            self._enqueue(_Settlement("ack", message))
+
+    def _extend(self, message: Message, seconds: float) -> None:
+        _positive("seconds", seconds)
+        self._enqueue(_Settlement("extend", message, delay_ms=_ms(seconds)), urgent=True)
+
+    def _enqueue(self, settlement: _Settlement, urgent: bool = False) -> None:
+        with self._flush_cond:
+            self._settlements.append(settlement)
+            self._flush_cond.notify_all()
+
+    def _flush_loop(self) -> None:
+        link = _Link(self.dsn, f"{self.name} flush", self._stopping)
+        try:
+            while True:
+                with self._flush_cond:
+                    if not self._settlements and not self._final_flush.is_set():
+                        self._flush_cond.wait(0.2)
+                    batch, self._settlements = self._settlements, []
+                if batch:
+                    self._flush(link, batch)
+                elif self._final_flush.is_set():
+                    break
+        finally:
+            self._flush_done.set()
+            link.close()
+
+    def _flush(self, link: _Link, batch: list[_Settlement]) -> None:
+        groups: dict[tuple, list[_Settlement]] = collections.defaultdict(list)
+        for s in batch:
+            groups[(s.outcome, s.delay_ms, s.error)].append(s)
+        for (outcome, delay_ms, error), items in groups.items():
+            deliveries = json.dumps([s.message.delivery for s in items])
+            sql, args = {
+                "ack": (_sql.ACK, (self.group, deliveries)),
+                "nack": (_sql.NACK, (self.group, deliveries, delay_ms, error)),
+                "dead_letter": (_sql.DEAD_LETTER, (self.group, deliveries, error)),
+                "extend": (_sql.EXTEND, (self.group, deliveries, delay_ms)),
+                "release": (_sql.RELEASE_MESSAGES, (self.group, deliveries)),
+            }[outcome]
+            try:
+                (row,) = link.call(sql, args, give_up_when_stopping=False)
+            except Error as exc:
+                log.error("%s: %s of %d messages failed: %s", self.name, outcome, len(items), exc)
+                continue
+            self._count(_COUNTED[outcome], int(row["settled"]))
+            self._count("stale", int(row["stale"]))
+            if self._metrics:
+                self._metrics.outcome(outcome, int(row["settled"]))
+        self._wake.set()
+
+
+_COUNTED = {
+    "ack": "acked",
+    "nack": "nacked",
+    "dead_letter": "dead_lettered",
+    "extend": "extended",
+    "release": "released",
+}
+
+
+class _Metrics:
+    """Prometheus metrics (``pip install mysqlq[metrics]``); pass a CollectorRegistry, or True
+    for the default registry."""
+
+    def __init__(self, registry: Any, topic: str, group: str) -> None:
+        try:
+            import prometheus_client as prom
+        except ImportError:  # pragma: no cover
+            raise Error(
+                "metrics need the prometheus-client package: pip install mysqlq[metrics]"
+            ) from None
+        if registry is True:
+            registry = prom.REGISTRY
+        kw = {"registry": registry, "labelnames": ["topic", "group"]}
+        self._labels = {"topic": topic, "group": group}
+        self.delivered_c = prom.Counter("mysqlq_delivered", "Messages delivered", **kw)
+        self.acked = prom.Counter("mysqlq_acked", "Messages acked", **kw)
+        self.nacked = prom.Counter("mysqlq_nacked", "Messages nacked", **kw)
+        self.dead = prom.Counter("mysqlq_dead_lettered", "Messages dead-lettered", **kw)
+        self.handler_h = prom.Histogram("mysqlq_handler_seconds", "Handler time", **kw)
+        self.lag_g = prom.Gauge(
+            "mysqlq_partition_lag",
+            "Messages not yet acked in a held partition",
+            registry=registry,
+            labelnames=["topic", "group", "partition_id"],
+        )
+
+    @property
+    def delivered(self) -> Any:
+        return self.delivered_c.labels(**self._labels)
+
+    @property
+    def handler_seconds(self) -> Any:
+        return self.handler_h.labels(**self._labels)
+
+    def outcome(self, outcome: str, n: int) -> None:
+        counter = {"ack": self.acked, "nack": self.nacked, "dead_letter": self.dead}.get(outcome)
+        if counter is not None:
+            counter.labels(**self._labels).inc(n)
+
+    def lag(self, link: _Link, held: dict[int, int]) -> None:
+        if not held:
+            return
+        rows = link.call(_sql.LAG, (self._labels["group"], json.dumps(sorted(held))))
+        for r in rows:
+            self.lag_g.labels(partition_id=str(r["partition_id"]), **self._labels).set(r["lag"])
