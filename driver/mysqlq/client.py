@@ -16,6 +16,7 @@ import json
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
+from decimal import Decimal
 from typing import Any, NamedTuple
 
 import MySQLdb
@@ -376,17 +377,8 @@ class Client(_Publisher):
     def stats(self) -> list[dict[str, Any]]:
         """Per topic and group: partitions, lag, in flight, live subscribers, DLQ depth."""
         rows = self._call_safely(_sql.STATS_GROUPS, ())
-        return [
-            {
-                k: int(v)
-                if hasattr(v, "as_integer_ratio")
-                and not isinstance(v, float)
-                and k not in ("topic", "group_name")
-                else v
-                for k, v in r.items()
-            }
-            for r in rows
-        ]
+        # SUM() comes back as Decimal: counts are whole numbers
+        return [{k: int(v) if isinstance(v, Decimal) else v for k, v in r.items()} for r in rows]
 
     def dlq_list(self, dlq_topic: str, limit: int = 100) -> list[dict[str, Any]]:
         return self._call_safely(_sql.DLQ_LIST, (dlq_topic, limit))
