@@ -59,9 +59,7 @@ BEGIN
 
         IF v_cur_pid IS NULL OR v_pid <> v_cur_pid THEN
             IF v_known = 1 THEN
-                UPDATE queue_offsets SET cursor_pending = v_cpending
-                WHERE group_name = p_group AND partition_id = v_cur_pid;
-                CALL queue__advance_watermark(p_group, v_cur_pid, v_wm, v_now);
+                CALL queue__advance_watermark(p_group, v_cur_pid, v_wm, v_cpending, v_now);
             END IF;
             SET v_cur_pid = v_pid;
             SET v_known = 0;
@@ -140,9 +138,7 @@ BEGIN
     CLOSE c_deliveries;
 
     IF v_known = 1 THEN
-        UPDATE queue_offsets SET cursor_pending = v_cpending
-        WHERE group_name = p_group AND partition_id = v_cur_pid;
-        CALL queue__advance_watermark(p_group, v_cur_pid, v_wm, v_now);
+        CALL queue__advance_watermark(p_group, v_cur_pid, v_wm, v_cpending, v_now);
     END IF;
     COMMIT;
 

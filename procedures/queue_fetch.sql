@@ -38,6 +38,7 @@ BEGIN
     DECLARE v_dirty INT;
     DECLARE v_delivered INT DEFAULT 0;
     DECLARE v_out LONGTEXT DEFAULT '[]';
+    DECLARE v_waiting LONGTEXT;
     -- the longest cursor range delivered, for the final read
     DECLARE v_span INT DEFAULT 1;
     -- the held partitions that may have something to deliver
@@ -210,8 +211,18 @@ BEGIN
             IF v_last > v_cpos THEN
                 SET v_lo = v_cpos + 1;
                 SET v_hi = LEAST(v_cpos + v_cap, v_last);
-                -- delayed messages wait in rows; a redriven copy for another group is done for us
-                SELECT COUNT(*) INTO v_rows FROM queue_messages AS msg
+                -- delayed messages wait in rows; a redriven copy for another group is done for us.
+                -- Found by a plain read: INSERT ... SELECT would lock-read the log and could wait
+                -- on a publisher holding the next offset.
+                SELECT
+                    COUNT(*),
+                    JSON_ARRAYAGG(JSON_ARRAY(
+                        msg.msg_offset,
+                        IF(msg.target_group IS NOT NULL AND msg.target_group <> v_group, 2, 0),
+                        msg.deliver_at
+                    ))
+                INTO v_rows, v_waiting
+                FROM queue_messages AS msg
                 WHERE
                     msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
                     AND (msg.deliver_at > v_now OR (msg.target_group IS NOT NULL AND msg.target_group <> v_group));
@@ -223,18 +234,18 @@ BEGIN
                     SELECT
                         v_group,
                         v_pid,
-                        msg.msg_offset,
-                        IF(msg.target_group IS NOT NULL AND msg.target_group <> v_group, 2, 0),
-                        msg.deliver_at,
+                        w.w_offset,
+                        w.w_state,
+                        w.w_until,
                         0,
                         0,
                         NULL,
                         v_now
-                    FROM queue_messages AS msg
-                    WHERE
-                        msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
-                        AND (msg.deliver_at > v_now OR (msg.target_group IS NOT NULL AND msg.target_group <> v_group));
-                    SET v_rows = ROW_COUNT();
+                    FROM JSON_TABLE(v_waiting, '$[*]' COLUMNS (
+                        w_offset BIGINT PATH '$[0]',
+                        w_state INT PATH '$[1]',
+                        w_until BIGINT PATH '$[2]'
+                    )) AS w;
                     SET v_dirty = 1;
                 END IF;
                 SET v_cstart = v_lo;
@@ -259,7 +270,7 @@ BEGIN
             delivery_seq = IF(v_used = 1, v_token, delivery_seq), updated_at = v_now
         WHERE group_name = v_group AND partition_id = v_pid;
         IF v_dirty = 1 THEN
-            CALL queue__advance_watermark(v_group, v_pid, v_wm, v_now);
+            CALL queue__advance_watermark(v_group, v_pid, v_wm, NULL, v_now);
         END IF;
     END LOOP;
     CLOSE c_partitions;

@@ -92,7 +92,8 @@ BEGIN  -- noqa: LT02
     END IF;
 
     -- the sequence row of every partition the batch needs, created if missing and locked until
-    -- the caller commits (G3); exact key lookups in key order take no gap locks
+    -- the caller commits (G3), in key order; the row is locked only once it exists (a locking
+    -- read of a missing key would lock the gap and block other publishers creating partitions)
     BEGIN
         DECLARE v_done INT DEFAULT 0;
         DECLARE v_key {{ m.name_local() }};
@@ -112,7 +113,13 @@ BEGIN  -- noqa: LT02
             IF v_done = 1 THEN
                 LEAVE partition_loop;
             END IF;
-            SET v_pid = NULL;
+            SELECT COUNT(*) INTO v_i
+            FROM queue_partitions AS p
+            WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot;
+            IF v_i = 0 THEN
+                INSERT IGNORE INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
+                VALUES (v_topic, v_slot, v_key, 0, v_now);
+            END IF;
             SELECT
                 p.partition_id,
                 p.last_offset
@@ -120,31 +127,18 @@ BEGIN  -- noqa: LT02
             FROM queue_partitions AS p
             WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot
             FOR UPDATE;
-            IF v_pid IS NULL THEN
-                INSERT IGNORE INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
-                VALUES (v_topic, v_slot, v_key, 0, v_now);
-                SELECT
-                    p.partition_id,
-                    p.last_offset
-                INTO v_pid, v_last
-                FROM queue_partitions AS p
-                WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot
-                FOR UPDATE;
-            END IF;
             SET v_before = JSON_SET(v_before, CONCAT('$."', v_pid, '"'), v_last);
         END LOOP;
         CLOSE c_partitions;
     END;
 
     -- ids the log holds already (G1), by a plain read that takes no gap locks
-    SET v_existing = (
-        SELECT JSON_ARRAYAGG(e.idx)
-        FROM {{ m.batch_elements() }} AS e
-        INNER JOIN queue_partitions AS p
-            ON p.topic = v_topic AND p.partition_key = COALESCE(e.msg_key, '') AND e.slot = p.slot
-        INNER JOIN queue_messages AS msg
-            ON p.partition_id = msg.partition_id AND e.msg_id = msg.message_id
-    );
+    SELECT JSON_ARRAYAGG(e.idx) INTO v_existing
+    FROM {{ m.batch_elements() }} AS e
+    INNER JOIN queue_partitions AS p
+        ON p.topic = v_topic AND p.partition_key = COALESCE(e.msg_key, '') AND e.slot = p.slot
+    INNER JOIN queue_messages AS msg
+        ON p.partition_id = msg.partition_id AND e.msg_id = msg.message_id;
 
     -- new messages: the first copy of each id in the batch that the log does not hold yet
     BEGIN

@@ -155,6 +155,20 @@ def publish_rates(conn, n_single, n_batch):
     for i in range(n_single):
         call(conn, "queue_publish", "pub_single", f"k{i % 16}", f"s{i}", b"x" * 100, None, 0)
     out["single_call_autocommit"] = n_single / (time.perf_counter() - t0)
+    # its baseline: one autocommit INSERT per message into a table shaped like the log
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE raw_single LIKE queue_messages")
+    now = int(time.time() * 1000)
+    t0 = time.perf_counter()
+    for i in range(n_single):
+        cur.execute(
+            "INSERT INTO raw_single (partition_id, msg_offset, topic, partition_key, message_id, "
+            "payload, published_at, deliver_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            (i % 16 + 1, i // 16 + 1, "raw", f"k{i % 16}", f"s{i}", b"x" * 100, now, now),
+        )
+    out["raw_single_insert_autocommit"] = n_single / (time.perf_counter() - t0)
+    out["single_vs_raw"] = out["single_call_autocommit"] / out["raw_single_insert_autocommit"]
+    cur.close()
     keys = [f"k{i}" for i in range(16)]
     for size in (100, 1000):
         topic = f"pub_batch_{size}"
@@ -276,6 +290,10 @@ def main(argv=None) -> int:
     table.add_row("deep / small", f"{results['fetch_deep_vs_small']:.2f}x")
     p = results["publish"]
     table.add_row("publish: single CALL, autocommit (msg/s)", f"{p['single_call_autocommit']:,.0f}")
+    table.add_row(
+        "raw single-row INSERT, autocommit (rows/s)", f"{p['raw_single_insert_autocommit']:,.0f}"
+    )
+    table.add_row("single CALL / raw single INSERT", f"{p['single_vs_raw']:.2f}x")
     table.add_row("publish: batch of 100 (msg/s)", f"{p['batch_100_per_call']:,.0f}")
     table.add_row("publish: batch of 1,000 (msg/s)", f"{p['batch_1000_per_call']:,.0f}")
     table.add_row(

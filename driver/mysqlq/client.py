@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import math
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -38,7 +39,7 @@ __all__ = ["Client", "PublishResult", "Transaction", "connect"]
 # retry a call the server can repeat safely: a publish with an id (G1), an admin call
 _transient = retry(
     retry=retry_if_exception_type((ConnectionLost, Deadlock, LockTimeout)),
-    wait=wait_exponential_jitter(initial=0.05, max=2.0),
+    wait=wait_exponential_jitter(multiplier=0.05, max=2.0),
     stop=stop_after_attempt(6),
     reraise=True,
 )
@@ -68,7 +69,7 @@ def _metadata_json(metadata: Mapping[str, Any] | None) -> str | None:
     if not isinstance(metadata, Mapping):
         raise InvalidArgument(f"metadata must be a mapping or None, not {type(metadata).__name__}")
     try:
-        return json.dumps(metadata, separators=(",", ":"))
+        return json.dumps(metadata, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(f"metadata must be JSON-serialisable: {exc}") from None
 
@@ -76,7 +77,7 @@ def _metadata_json(metadata: Mapping[str, Any] | None) -> str | None:
 def _delay_ms(delay: float | None) -> int:
     if delay is None:
         return 0
-    if not isinstance(delay, (int, float)) or delay != delay:
+    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not math.isfinite(delay):
         raise InvalidArgument(f"delay must be a number of seconds, not {delay!r}")
     return round(delay * 1000)
 
@@ -96,7 +97,7 @@ def _batch_element(message: Any) -> dict[str, Any]:
         raise InvalidArgument("every message needs a 'payload'")
     element: dict[str, Any] = {
         "payload_b64": base64.b64encode(_payload_bytes(message["payload"])).decode("ascii"),
-        "id": message.get("id") or uuid.uuid4().hex,
+        "id": uuid.uuid4().hex if message.get("id") is None else message["id"],
     }
     if message.get("key") is not None:
         element["key"] = message["key"]
@@ -128,7 +129,8 @@ class _Publisher:
         args = (
             topic,
             key,
-            id or uuid.uuid4().hex,  # a driver-made id makes a retry after a lost reply safe
+            # a driver-made id makes a retry after a lost reply safe; "" is refused by the server
+            uuid.uuid4().hex if id is None else id,
             _payload_bytes(payload),
             _metadata_json(metadata),
             _delay_ms(delay),
@@ -139,15 +141,11 @@ class _Publisher:
     def _publish_batch(self, topic, messages, chunk_size) -> list[PublishResult]:
         if not 1 <= chunk_size <= 100_000:
             raise InvalidArgument("chunk_size must be between 1 and 100000")
+        # every message is checked before the first chunk is sent: bad input publishes nothing
+        elements = [_batch_element(message) for message in messages]
         results: list[PublishResult] = []
-        chunk: list[dict[str, Any]] = []
-        for message in messages:
-            chunk.append(_batch_element(message))
-            if len(chunk) >= chunk_size:
-                results.extend(self._publish_chunk(topic, chunk))
-                chunk = []
-        if chunk:
-            results.extend(self._publish_chunk(topic, chunk))
+        for start in range(0, len(elements), chunk_size):
+            results.extend(self._publish_chunk(topic, elements[start : start + chunk_size]))
         return results
 
     def _publish_chunk(self, topic, chunk) -> list[PublishResult]:
@@ -256,7 +254,7 @@ class Client(_Publisher):
             return Transaction(conn).publish(
                 topic, payload, key=key, id=id, metadata=metadata, delay=delay
             )
-        id = id or uuid.uuid4().hex
+        id = uuid.uuid4().hex if id is None else id
         args = (
             topic,
             key,
@@ -278,25 +276,20 @@ class Client(_Publisher):
     ) -> list[PublishResult]:
         """Publish many messages, ``chunk_size`` per round trip. Each message is a payload
         (bytes or str) or a mapping with ``payload`` and optional ``key``, ``id``, ``metadata``,
-        ``delay`` (seconds). Results come back in input order."""
+        ``delay`` (seconds). Results come back in input order. Every message is checked before
+        the first chunk is sent, so bad input publishes nothing; without ``conn`` each chunk
+        commits on its own."""
         if conn is not None:
             return Transaction(conn).publish_batch(topic, messages, chunk_size=chunk_size)
         if not 1 <= chunk_size <= 100_000:
             raise InvalidArgument("chunk_size must be between 1 and 100000")
+        # every message is checked before the first chunk is sent: bad input publishes nothing
+        elements = [_batch_element(message) for message in messages]
         results: list[PublishResult] = []
-        chunk: list[dict[str, Any]] = []
-
-        def flush() -> None:
+        for start in range(0, len(elements), chunk_size):
+            chunk = elements[start : start + chunk_size]
             rows = self._call_safely(_sql.PUBLISH_BATCH, (topic, json.dumps(chunk)))
             results.extend(PublishResult(int(r["offset"]), bool(r["duplicate"])) for r in rows)
-
-        for message in messages:
-            chunk.append(_batch_element(message))
-            if len(chunk) >= chunk_size:
-                flush()
-                chunk = []
-        if chunk:
-            flush()
         return results
 
     @contextlib.contextmanager

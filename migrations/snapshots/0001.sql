@@ -120,6 +120,7 @@ CREATE PROCEDURE queue__advance_watermark(
     IN p_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_partition_id BIGINT,
     IN p_watermark BIGINT,
+    IN p_pending INT,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
@@ -137,10 +138,13 @@ BEGIN
 
     UPDATE queue_offsets
     SET
-        offset_acked = v_next - 1,
+        offset_acked = GREATEST(offset_acked, v_next - 1),
         cursor_pos = GREATEST(cursor_pos, v_next - 1),
+        cursor_pending = COALESCE(p_pending, cursor_pending),
         updated_at = p_now
-    WHERE group_name = p_group AND partition_id = p_partition_id AND offset_acked < v_next - 1;
+    WHERE
+        group_name = p_group AND partition_id = p_partition_id
+        AND (offset_acked < v_next - 1 OR cursor_pending <> COALESCE(p_pending, cursor_pending));
 
     DELETE FROM queue_delivery_state
     WHERE group_name = p_group AND partition_id = p_partition_id AND msg_offset < v_next;
@@ -378,9 +382,7 @@ BEGIN
 
         IF v_cur_pid IS NULL OR v_pid <> v_cur_pid THEN
             IF v_known = 1 THEN
-                UPDATE queue_offsets SET cursor_pending = v_cpending
-                WHERE group_name = p_group AND partition_id = v_cur_pid;
-                CALL queue__advance_watermark(p_group, v_cur_pid, v_wm, v_now);
+                CALL queue__advance_watermark(p_group, v_cur_pid, v_wm, v_cpending, v_now);
             END IF;
             SET v_cur_pid = v_pid;
             SET v_known = 0;
@@ -456,9 +458,7 @@ BEGIN
     CLOSE c_deliveries;
 
     IF v_known = 1 THEN
-        UPDATE queue_offsets SET cursor_pending = v_cpending
-        WHERE group_name = p_group AND partition_id = v_cur_pid;
-        CALL queue__advance_watermark(p_group, v_cur_pid, v_wm, v_now);
+        CALL queue__advance_watermark(p_group, v_cur_pid, v_wm, v_cpending, v_now);
     END IF;
     COMMIT;
 
@@ -806,6 +806,7 @@ BEGIN
     DECLARE v_dirty INT;
     DECLARE v_delivered INT DEFAULT 0;
     DECLARE v_out LONGTEXT DEFAULT '[]';
+    DECLARE v_waiting LONGTEXT;
     DECLARE v_span INT DEFAULT 1;
     DECLARE c_partitions CURSOR FOR
         SELECT l.partition_id
@@ -989,7 +990,15 @@ BEGIN
             IF v_last > v_cpos THEN
                 SET v_lo = v_cpos + 1;
                 SET v_hi = LEAST(v_cpos + v_cap, v_last);
-                SELECT COUNT(*) INTO v_rows FROM queue_messages AS msg
+                SELECT
+                    COUNT(*),
+                    JSON_ARRAYAGG(JSON_ARRAY(
+                        msg.msg_offset,
+                        IF(msg.target_group IS NOT NULL AND msg.target_group <> v_group, 2, 0),
+                        msg.deliver_at
+                    ))
+                INTO v_rows, v_waiting
+                FROM queue_messages AS msg
                 WHERE
                     msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
                     AND (msg.deliver_at > v_now OR (msg.target_group IS NOT NULL AND msg.target_group <> v_group));
@@ -1001,18 +1010,18 @@ BEGIN
                     SELECT
                         v_group,
                         v_pid,
-                        msg.msg_offset,
-                        IF(msg.target_group IS NOT NULL AND msg.target_group <> v_group, 2, 0),
-                        msg.deliver_at,
+                        w.w_offset,
+                        w.w_state,
+                        w.w_until,
                         0,
                         0,
                         NULL,
                         v_now
-                    FROM queue_messages AS msg
-                    WHERE
-                        msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
-                        AND (msg.deliver_at > v_now OR (msg.target_group IS NOT NULL AND msg.target_group <> v_group));
-                    SET v_rows = ROW_COUNT();
+                    FROM JSON_TABLE(v_waiting, '$[*]' COLUMNS (
+                        w_offset BIGINT PATH '$[0]',
+                        w_state INT PATH '$[1]',
+                        w_until BIGINT PATH '$[2]'
+                    )) AS w;
                     SET v_dirty = 1;
                 END IF;
                 SET v_cstart = v_lo;
@@ -1037,7 +1046,7 @@ BEGIN
             delivery_seq = IF(v_used = 1, v_token, delivery_seq), updated_at = v_now
         WHERE group_name = v_group AND partition_id = v_pid;
         IF v_dirty = 1 THEN
-            CALL queue__advance_watermark(v_group, v_pid, v_wm, v_now);
+            CALL queue__advance_watermark(v_group, v_pid, v_wm, NULL, v_now);
         END IF;
     END LOOP;
     CLOSE c_partitions;
@@ -1476,7 +1485,13 @@ BEGIN
             IF v_done = 1 THEN
                 LEAVE partition_loop;
             END IF;
-            SET v_pid = NULL;
+            SELECT COUNT(*) INTO v_i
+            FROM queue_partitions AS p
+            WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot;
+            IF v_i = 0 THEN
+                INSERT IGNORE INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
+                VALUES (v_topic, v_slot, v_key, 0, v_now);
+            END IF;
             SELECT
                 p.partition_id,
                 p.last_offset
@@ -1484,25 +1499,13 @@ BEGIN
             FROM queue_partitions AS p
             WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot
             FOR UPDATE;
-            IF v_pid IS NULL THEN
-                INSERT IGNORE INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
-                VALUES (v_topic, v_slot, v_key, 0, v_now);
-                SELECT
-                    p.partition_id,
-                    p.last_offset
-                INTO v_pid, v_last
-                FROM queue_partitions AS p
-                WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot
-                FOR UPDATE;
-            END IF;
             SET v_before = JSON_SET(v_before, CONCAT('$."', v_pid, '"'), v_last);
         END LOOP;
         CLOSE c_partitions;
     END;
 
-    SET v_existing = (
-        SELECT JSON_ARRAYAGG(e.idx)
-        FROM (
+    SELECT JSON_ARRAYAGG(e.idx) INTO v_existing
+    FROM (
         SELECT j.j_idx AS idx, j.j_key AS msg_key, COALESCE(j.j_id, CONCAT(v_batch, ':', j.j_idx)) AS msg_id,
             IF(j.j_key IS NULL, CRC32(COALESCE(j.j_id, CONCAT(v_batch, ':', j.j_idx))) % v_partitions, -1) AS slot,
             COALESCE(FROM_BASE64(j.j_payload_b64), CAST(j.j_payload AS BINARY)) AS payload,
@@ -1517,11 +1520,10 @@ BEGIN
             j_delay BIGINT PATH '$.delay_ms'
         )) AS j
     ) AS e
-        INNER JOIN queue_partitions AS p
-            ON p.topic = v_topic AND p.partition_key = COALESCE(e.msg_key, '') AND e.slot = p.slot
-        INNER JOIN queue_messages AS msg
-            ON p.partition_id = msg.partition_id AND e.msg_id = msg.message_id
-    );
+    INNER JOIN queue_partitions AS p
+        ON p.topic = v_topic AND p.partition_key = COALESCE(e.msg_key, '') AND e.slot = p.slot
+    INNER JOIN queue_messages AS msg
+        ON p.partition_id = msg.partition_id AND e.msg_id = msg.message_id;
 
     BEGIN
         DECLARE CONTINUE HANDLER FOR 1062 SET v_conflict = 1;

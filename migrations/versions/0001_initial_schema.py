@@ -13,7 +13,7 @@ revision = "0001"
 down_revision = None
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "a0f5d91653bd02a4f616b5a573899f9a5cad8cefbeaf2b494d9294a6a73290b7"
+snapshot_sha256 = "d24ccb8beb4e4d615ee09b35b4f8d742bd43eda3431fe1e956821d3868f3ce92"
 
 
 def upgrade() -> None:
