@@ -1,6 +1,6 @@
 {% import '_macros.sql' as m %}
 -- Applies one outcome to a list of deliveries [[partition_id, offset, token], ...] in one
--- transaction; a delivery whose token is no longer current is counted stale and left alone (G4).
+-- transaction; a stale token is counted and left alone (G4). Returns (settled, stale, dead_lettered).
 CREATE PROCEDURE queue__settle(
     IN p_group {{ m.name_local() }},
     IN p_deliveries LONGTEXT,
@@ -33,6 +33,7 @@ BEGIN
     DECLARE v_attempts INT;
     DECLARE v_settled INT DEFAULT 0;
     DECLARE v_stale INT DEFAULT 0;
+    DECLARE v_dead INT DEFAULT 0;
     DECLARE c_deliveries CURSOR FOR
         SELECT
             d.d_pid,
@@ -112,6 +113,7 @@ BEGIN
                 SET v_wm = v_wm + 1;
             ELSEIF p_action = 4 OR (p_action = 2 AND v_attempts >= COALESCE(v_max_attempts, 1)) THEN
                 CALL queue__dead_letter_one(p_group, v_pid, v_off, v_attempts, p_error, v_now);
+                SET v_dead = v_dead + 1;
             ELSE
                 INSERT INTO queue_delivery_state (
                     group_name, partition_id, msg_offset, state, invisible_until, attempts, token,
@@ -144,5 +146,6 @@ BEGIN
 
     SELECT
         v_settled AS settled,
-        v_stale AS stale;
+        v_stale AS stale,
+        v_dead AS dead_lettered;
 END

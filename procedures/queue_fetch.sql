@@ -39,6 +39,7 @@ BEGIN
     DECLARE v_delivered INT DEFAULT 0;
     DECLARE v_out LONGTEXT DEFAULT '[]';
     DECLARE v_waiting LONGTEXT;
+    DECLARE v_redelivered LONGTEXT;
     -- the longest cursor range delivered, for the final read
     DECLARE v_span INT DEFAULT 1;
     -- the held partitions that may have something to deliver
@@ -198,7 +199,17 @@ BEGIN
                 SET v_cap = v_cap - v_rows;
                 SET v_delivered = v_delivered + v_rows;
                 SET v_used = 1;
-                SET v_out = JSON_ARRAY_APPEND(v_out, '$', JSON_ARRAY(v_pid, 0, 0, v_token, 0, 1));
+                -- each redelivered row as a one-offset entry, with its attempt number
+                SELECT
+                    JSON_ARRAYAGG(
+                        JSON_ARRAY(v_pid, s.msg_offset, s.msg_offset, v_token, s.attempts, 1)
+                    )
+                INTO v_redelivered
+                FROM queue_delivery_state AS s
+                WHERE
+                    s.group_name = v_group AND s.partition_id = v_pid
+                    AND s.token = v_token AND s.state = 1;
+                SET v_out = JSON_MERGE_PRESERVE(v_out, COALESCE(v_redelivered, '[]'));
             END IF;
         END IF;
 
@@ -276,6 +287,8 @@ BEGIN
     CLOSE c_partitions;
     COMMIT;
 
+    -- one read of everything delivered, by primary key: cursor ranges expanded offset by offset
+    -- (kind 0: messages without a delivery-state row) and redelivered rows (kind 1)
     SELECT
         msg.partition_id,
         msg.msg_offset AS `offset`,
@@ -305,7 +318,6 @@ BEGIN
             d_attempt INT PATH '$[4]',
             d_kind INT PATH '$[5]'
         )) AS d
-    -- each offset of a cursor range as its own row, so the log is read by primary key only
     INNER JOIN JSON_TABLE(
         CONCAT('[', REPEAT('0,', v_span - 1), '0]'), '$[*]' COLUMNS (seq_n FOR ORDINALITY)
     ) AS seq ON seq.seq_n <= d.d_hi - d.d_lo + 1
@@ -313,38 +325,8 @@ BEGIN
         ON d.d_pid = msg.partition_id AND msg.msg_offset = d.d_lo + seq.seq_n - 1
     LEFT JOIN queue_delivery_state AS s
         ON s.group_name = v_group AND msg.partition_id = s.partition_id AND msg.msg_offset = s.msg_offset
-    WHERE d.d_kind = 0 AND s.msg_offset IS NULL
-    UNION ALL
-    SELECT
-        msg.partition_id,
-        msg.msg_offset,
-        d.d_token,
-        s.attempts,
-        msg.topic,
-        msg.partition_key,
-        msg.message_id,
-        msg.payload,
-        msg.metadata,
-        msg.published_at,
-        msg.deliver_at,
-        s.invisible_until,
-        msg.origin_topic,
-        msg.origin_group,
-        msg.origin_offset,
-        msg.origin_message_id,
-        msg.failures,
-        msg.last_error,
-        msg.failed_at
-    FROM
-        JSON_TABLE(v_out, '$[*]' COLUMNS (
-            d_pid BIGINT PATH '$[0]',
-            d_token BIGINT PATH '$[3]',
-            d_kind INT PATH '$[5]'
-        )) AS d
-    INNER JOIN queue_delivery_state AS s
-        ON s.group_name = v_group AND d.d_pid = s.partition_id AND d.d_token = s.token AND s.state = 1
-    INNER JOIN queue_messages AS msg
-        ON s.partition_id = msg.partition_id AND s.msg_offset = msg.msg_offset
-    WHERE d.d_kind = 1
-    ORDER BY partition_id, `offset`;
+    WHERE
+        (d.d_kind = 0 AND s.msg_offset IS NULL)
+        OR (d.d_kind = 1 AND s.token = d.d_token AND s.state = 1)
+    ORDER BY msg.partition_id, msg.msg_offset;
 END

@@ -25,7 +25,7 @@ def test_in_order_acks_write_no_state_rows_and_move_the_watermark(conn):
     assert [m["offset"] for m in got] == [1, 2, 3, 4, 5]
     assert all(m["attempt"] == 1 for m in got)
     assert len({m["token"] for m in got}) == 1
-    assert c.ack(got[:2]) == {"settled": 2, "stale": 0}
+    assert c.ack(got[:2]) == {"settled": 2, "stale": 0, "dead_lettered": 0}
     assert _state_rows(conn) == 0
     assert c.offsets() == {got[0]["partition_id"]: 2}
     c.ack(got[2:])
@@ -53,8 +53,8 @@ def test_out_of_order_acks_close_the_gap_and_clean_up(conn):
 def test_double_ack_is_harmless(conn):
     c = _setup(conn, n=2)
     got = c.fetch()
-    assert c.ack(got) == {"settled": 2, "stale": 0}
-    assert c.ack(got) == {"settled": 0, "stale": 2}
+    assert c.ack(got) == {"settled": 2, "stale": 0, "dead_lettered": 0}
+    assert c.ack(got) == {"settled": 0, "stale": 2, "dead_lettered": 0}
 
 
 def test_batch_size_is_the_in_flight_window(conn):
@@ -93,10 +93,10 @@ def test_visibility_expiry_redelivers_with_new_token_and_stale_ack_is_ignored(co
     assert all(m["attempt"] == 2 for m in again)
     assert again[0]["token"] != first[0]["token"]
     # the first delivery's late ack, nack and extend change nothing
-    assert c.ack(first, now=t0 + 1_001) == {"settled": 0, "stale": 2}
-    assert c.nack(first, now=t0 + 1_001) == {"settled": 0, "stale": 2}
-    assert c.extend(first, 60_000, now=t0 + 1_001) == {"settled": 0, "stale": 2}
-    assert c.ack(again, now=t0 + 1_002) == {"settled": 2, "stale": 0}
+    assert c.ack(first, now=t0 + 1_001) == {"settled": 0, "stale": 2, "dead_lettered": 0}
+    assert c.nack(first, now=t0 + 1_001) == {"settled": 0, "stale": 2, "dead_lettered": 0}
+    assert c.extend(first, 60_000, now=t0 + 1_001) == {"settled": 0, "stale": 2, "dead_lettered": 0}
+    assert c.ack(again, now=t0 + 1_002) == {"settled": 2, "stale": 0, "dead_lettered": 0}
     assert c.offsets() == {first[0]["partition_id"]: 2}
 
 
@@ -104,7 +104,7 @@ def test_extend_prevents_redelivery(conn):
     c = _setup(conn, n=2, visibility_ms=1_000)
     t0 = server_now(conn)
     got = c.fetch(now=t0)
-    assert c.extend(got[:1], 10_000, now=t0 + 500) == {"settled": 1, "stale": 0}
+    assert c.extend(got[:1], 10_000, now=t0 + 500) == {"settled": 1, "stale": 0, "dead_lettered": 0}
     # message 2 expires and comes back, message 1 stays with its holder
     again = c.fetch(now=t0 + 2_000)
     assert [m["offset"] for m in again] == [2]
@@ -119,7 +119,11 @@ def test_nack_does_not_block_the_partition(conn):
     c = _setup(conn, n=3, batch_size=1)
     t0 = server_now(conn)
     m1 = c.fetch(now=t0)
-    assert c.nack(m1, delay_ms=5_000, error="try later", now=t0) == {"settled": 1, "stale": 0}
+    assert c.nack(m1, delay_ms=5_000, error="try later", now=t0) == {
+        "settled": 1,
+        "stale": 0,
+        "dead_lettered": 0,
+    }
     m2 = c.fetch(now=t0 + 1)
     assert [m["offset"] for m in m2] == [2]
     c.ack(m2, now=t0 + 2)
@@ -155,7 +159,7 @@ def test_release_messages_returns_them_without_charging_an_attempt(conn):
     c = _setup(conn, n=2)
     t0 = server_now(conn)
     got = c.fetch(now=t0)
-    assert c.release_messages(got, now=t0) == {"settled": 2, "stale": 0}
+    assert c.release_messages(got, now=t0) == {"settled": 2, "stale": 0, "dead_lettered": 0}
     again = c.fetch(now=t0 + 1)
     assert [(m["offset"], m["attempt"]) for m in again] == [(1, 1), (2, 1)]
 
@@ -173,7 +177,11 @@ def test_max_attempts_moves_to_dlq_with_original_payload(conn):
     c.nack(got, error="boom 1", now=t0)
     got = c.fetch(now=t0 + 1, batch_size=1)
     assert (got[0]["id"], got[0]["attempt"]) == ("poison", 2)
-    c.nack(got, error="boom 2", now=t0 + 1)
+    assert c.nack(got, error="boom 2", now=t0 + 1) == {
+        "settled": 1,
+        "stale": 0,
+        "dead_lettered": 1,
+    }
     dlq = rows(conn, "SELECT * FROM queue_messages WHERE topic = 'orders_dlq'")
     assert len(dlq) == 1
     entry = dlq[0]
@@ -197,7 +205,7 @@ def test_max_attempts_moves_to_dlq_with_original_payload(conn):
 def test_explicit_dead_letter_and_dlq_is_consumed_like_any_topic(conn):
     c = _setup(conn, n=1)
     got = c.fetch()
-    assert c.dead_letter(got, error="unparseable") == {"settled": 1, "stale": 0}
+    assert c.dead_letter(got, error="unparseable") == {"settled": 1, "stale": 0, "dead_lettered": 1}
     reader = Consumer(conn, "ops", "orders_dlq", "r1")
     reader.subscribe()
     reader.tick()
@@ -246,7 +254,7 @@ def test_new_holder_waits_for_in_flight_messages_of_the_old_one(conn):
     assert other.held_ids() == {m1[0]["partition_id"]}
     assert other.fetch(now=t0 + 1_600) == []
     # the old holder's ack is still good: it held a current delivery
-    assert c.ack(m1, now=t0 + 1_700) == {"settled": 1, "stale": 0}
+    assert c.ack(m1, now=t0 + 1_700) == {"settled": 1, "stale": 0, "dead_lettered": 0}
     assert [m["offset"] for m in other.fetch(now=t0 + 1_800)] == [2]
 
 

@@ -29,7 +29,7 @@ def test_two_groups_each_see_every_message(conn):
     call(conn, "queue_seek", "billing", "orders", None, None, None)
     got_b = b.fetch()
     assert [(m["offset"], m["attempt"]) for m in got_b] == [(1, 1), (2, 1), (3, 1), (4, 1)]
-    assert b.ack(got_b) == {"settled": 4, "stale": 0}
+    assert b.ack(got_b) == {"settled": 4, "stale": 0, "dead_lettered": 0}
     assert scalar(conn, "SELECT COUNT(*) FROM queue_messages WHERE topic = 'orders_dlq'") == 2
     dlq_groups = rows(
         conn, "SELECT DISTINCT origin_group FROM queue_messages WHERE topic = 'orders_dlq'"
@@ -138,7 +138,7 @@ def test_redrive_sends_dlq_entries_back_to_the_failing_group_only(conn):
     assert [(m["payload"], m["origin_message_id"], m["attempt"]) for m in again] == [
         (b"p1", "k-1", 1)
     ]
-    assert a.ack(again) == {"settled": 1, "stale": 0}
+    assert a.ack(again) == {"settled": 1, "stale": 0, "dead_lettered": 0}
     # shipping skips the redriven copy and its watermark passes it
     assert b.fetch() == []
     assert b.offsets() == a.offsets()

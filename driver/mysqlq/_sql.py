@@ -53,7 +53,12 @@ STATS_GROUPS = """
 SELECT s.topic, s.group_name,
        COUNT(p.partition_id) AS partitions,
        COALESCE(SUM(p.last_offset - COALESCE(o.offset_acked, 0)), 0) AS lag,
-       COALESCE(SUM(GREATEST(o.cursor_pending, 0)), 0) AS in_flight,
+       COALESCE(SUM(CASE WHEN o.cursor_until > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+                         THEN o.cursor_pending ELSE 0 END), 0)
+         + (SELECT COUNT(*) FROM queue_delivery_state ds
+             JOIN queue_partitions dp ON dp.partition_id = ds.partition_id
+            WHERE ds.group_name = s.group_name AND dp.topic = s.topic AND ds.state = 1
+              AND ds.invisible_until > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)) AS in_flight,
        (SELECT COUNT(*) FROM queue_subscriber_heartbeats h
          WHERE h.group_name = s.group_name AND h.topic = s.topic
            AND h.expires_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)) AS live_subscribers,

@@ -500,10 +500,17 @@ class Subscriber:
             except Error as exc:
                 log.error("%s: %s of %d messages failed: %s", self.name, outcome, len(items), exc)
                 continue
-            self._count(_COUNTED[outcome], int(row["settled"]))
+            # a nack at the last attempt moves the message to the DLQ: count it there
+            dead = int(row["dead_lettered"])
+            settled = int(row["settled"]) - (dead if outcome == "nack" else 0)
+            self._count(_COUNTED[outcome], settled)
             self._count("stale", int(row["stale"]))
+            if outcome == "nack" and dead:
+                self._count("dead_lettered", dead)
             if self._metrics:
-                self._metrics.outcome(outcome, int(row["settled"]))
+                self._metrics.outcome(outcome, settled)
+                if outcome == "nack" and dead:
+                    self._metrics.outcome("dead_letter", dead)
         self._wake.set()
 
 

@@ -352,6 +352,7 @@ BEGIN
     DECLARE v_attempts INT;
     DECLARE v_settled INT DEFAULT 0;
     DECLARE v_stale INT DEFAULT 0;
+    DECLARE v_dead INT DEFAULT 0;
     DECLARE c_deliveries CURSOR FOR
         SELECT
             d.d_pid,
@@ -432,6 +433,7 @@ BEGIN
                 SET v_wm = v_wm + 1;
             ELSEIF p_action = 4 OR (p_action = 2 AND v_attempts >= COALESCE(v_max_attempts, 1)) THEN
                 CALL queue__dead_letter_one(p_group, v_pid, v_off, v_attempts, p_error, v_now);
+                SET v_dead = v_dead + 1;
             ELSE
                 INSERT INTO queue_delivery_state (
                     group_name, partition_id, msg_offset, state, invisible_until, attempts, token,
@@ -464,7 +466,8 @@ BEGIN
 
     SELECT
         v_settled AS settled,
-        v_stale AS stale;
+        v_stale AS stale,
+        v_dead AS dead_lettered;
 END
 
 -- mysqlq:object procedure queue_ack
@@ -807,6 +810,7 @@ BEGIN
     DECLARE v_delivered INT DEFAULT 0;
     DECLARE v_out LONGTEXT DEFAULT '[]';
     DECLARE v_waiting LONGTEXT;
+    DECLARE v_redelivered LONGTEXT;
     DECLARE v_span INT DEFAULT 1;
     DECLARE c_partitions CURSOR FOR
         SELECT l.partition_id
@@ -980,7 +984,16 @@ BEGIN
                 SET v_cap = v_cap - v_rows;
                 SET v_delivered = v_delivered + v_rows;
                 SET v_used = 1;
-                SET v_out = JSON_ARRAY_APPEND(v_out, '$', JSON_ARRAY(v_pid, 0, 0, v_token, 0, 1));
+                SELECT
+                    JSON_ARRAYAGG(
+                        JSON_ARRAY(v_pid, s.msg_offset, s.msg_offset, v_token, s.attempts, 1)
+                    )
+                INTO v_redelivered
+                FROM queue_delivery_state AS s
+                WHERE
+                    s.group_name = v_group AND s.partition_id = v_pid
+                    AND s.token = v_token AND s.state = 1;
+                SET v_out = JSON_MERGE_PRESERVE(v_out, COALESCE(v_redelivered, '[]'));
             END IF;
         END IF;
 
@@ -1088,40 +1101,10 @@ BEGIN
         ON d.d_pid = msg.partition_id AND msg.msg_offset = d.d_lo + seq.seq_n - 1
     LEFT JOIN queue_delivery_state AS s
         ON s.group_name = v_group AND msg.partition_id = s.partition_id AND msg.msg_offset = s.msg_offset
-    WHERE d.d_kind = 0 AND s.msg_offset IS NULL
-    UNION ALL
-    SELECT
-        msg.partition_id,
-        msg.msg_offset,
-        d.d_token,
-        s.attempts,
-        msg.topic,
-        msg.partition_key,
-        msg.message_id,
-        msg.payload,
-        msg.metadata,
-        msg.published_at,
-        msg.deliver_at,
-        s.invisible_until,
-        msg.origin_topic,
-        msg.origin_group,
-        msg.origin_offset,
-        msg.origin_message_id,
-        msg.failures,
-        msg.last_error,
-        msg.failed_at
-    FROM
-        JSON_TABLE(v_out, '$[*]' COLUMNS (
-            d_pid BIGINT PATH '$[0]',
-            d_token BIGINT PATH '$[3]',
-            d_kind INT PATH '$[5]'
-        )) AS d
-    INNER JOIN queue_delivery_state AS s
-        ON s.group_name = v_group AND d.d_pid = s.partition_id AND d.d_token = s.token AND s.state = 1
-    INNER JOIN queue_messages AS msg
-        ON s.partition_id = msg.partition_id AND s.msg_offset = msg.msg_offset
-    WHERE d.d_kind = 1
-    ORDER BY partition_id, `offset`;
+    WHERE
+        (d.d_kind = 0 AND s.msg_offset IS NULL)
+        OR (d.d_kind = 1 AND s.token = d.d_token AND s.state = 1)
+    ORDER BY msg.partition_id, msg.msg_offset;
 END
 
 -- mysqlq:object procedure queue_gc

@@ -13,7 +13,7 @@ revision = "0001"
 down_revision = None
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "d24ccb8beb4e4d615ee09b35b4f8d742bd43eda3431fe1e956821d3868f3ce92"
+snapshot_sha256 = "7e5939c9374dc5c86323958f3a032b1d4d8cc4791cc9177a58c9740844d9a6ad"
 
 
 def upgrade() -> None:

@@ -1,0 +1,491 @@
+"""The Python client (mysqlq.Client) against a real server: publish, transactions, admin calls."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from support import Consumer, rows, scalar, wait_until
+
+import mysqlq
+from mysqlq.message import Message
+
+
+@pytest.fixture
+def client(dsn):
+    with mysqlq.connect(dsn) as c:
+        yield c
+
+
+def stored(conn, topic: str) -> list[dict]:
+    return rows(
+        conn,
+        "SELECT partition_key, message_id, msg_offset, payload, metadata, published_at, "
+        "deliver_at FROM queue_messages WHERE topic = %s ORDER BY partition_id, msg_offset",
+        topic,
+    )
+
+
+def count(conn, topic: str | None = None) -> int:
+    if topic is None:
+        return scalar(conn, "SELECT COUNT(*) FROM queue_messages")
+    return scalar(conn, "SELECT COUNT(*) FROM queue_messages WHERE topic = %s", topic)
+
+
+# --------------------------------------------------------------------------- publish
+
+
+def test_connect_takes_the_dsn_from_the_environment(dsn, monkeypatch):
+    monkeypatch.setenv("MYSQLQ_DSN", dsn)
+    with mysqlq.connect() as c:
+        assert c.dsn == dsn
+        assert c.publish("orders", b"x") == (1, False)
+
+
+def test_publish_and_duplicate(client, conn):
+    first = client.publish("orders", b"one", key="k", id="m-1")
+    assert first == mysqlq.PublishResult(offset=1, duplicate=False)
+    assert (first.offset, first.duplicate) == (1, False)
+    again = client.publish("orders", b"changed", key="k", id="m-1")
+    assert again == (1, True)
+    assert client.publish("orders", b"two", key="k", id="m-2") == (2, False)
+    # another key is another partition: the same id is a new message there
+    assert client.publish("orders", b"other", key="j", id="m-1") == (1, False)
+    assert [
+        (r["partition_key"], r["message_id"], r["payload"]) for r in stored(conn, "orders")
+    ] == [
+        ("k", "m-1", b"one"),
+        ("k", "m-2", b"two"),
+        ("j", "m-1", b"other"),
+    ]
+
+
+def test_publish_without_id_gets_a_fresh_one_each_time(client, conn):
+    a = client.publish("orders", b"same", key="k")
+    b = client.publish("orders", b"same", key="k")
+    assert (a, b) == ((1, False), (2, False))
+    ids = [r["message_id"] for r in stored(conn, "orders")]
+    assert len(set(ids)) == 2 and all(ids)
+
+
+def test_payload_str_is_utf8_and_bytes_are_kept_byte_for_byte(client, conn):
+    client.publish("p", "héllo ✓", key="k", id="text")
+    client.publish("p", b"\x00\xff\xfe binary", key="k", id="bytes")
+    client.publish("p", bytearray(b"\x01\x02"), key="k", id="bytearray")
+    client.publish("p", memoryview(b"\x03\x04"), key="k", id="memoryview")
+    client.publish("p", b"", key="k", id="empty")
+    payloads = {r["message_id"]: r["payload"] for r in stored(conn, "p")}
+    assert payloads == {
+        "text": "héllo ✓".encode(),
+        "bytes": b"\x00\xff\xfe binary",
+        "bytearray": b"\x01\x02",
+        "memoryview": b"\x03\x04",
+        "empty": b"",
+    }
+
+
+def test_metadata_round_trip_to_a_delivered_message(client, conn):
+    metadata = {"source": "web", "n": 3, "f": 1.5, "nested": {"list": [1, "two", None]}, "u": "é"}
+    client.publish("orders", b"{}", key="k", id="with", metadata=metadata)
+    client.publish("orders", b"{}", key="k", id="without")
+    client.publish_batch("orders", [{"payload": b"{}", "key": "k", "id": "batch", "metadata": {}}])
+    c = Consumer(conn, "g", "orders", "s1")
+    c.subscribe()
+    c.tick()
+    messages = [Message.from_row(r) for r in c.fetch()]
+    assert [(m.id, m.metadata) for m in messages] == [
+        ("with", metadata),
+        ("without", None),
+        ("batch", {}),
+    ]
+    assert messages[0].json() == {}
+
+
+def test_delay_sets_deliver_at(client, conn):
+    client.publish("d", b"now", key="k", id="now")
+    client.publish("d", b"later", key="k", id="later", delay=5.0)
+    client.publish("d", b"soon", key="k", id="soon", delay=0.25)
+    client.publish_batch("d", [{"payload": b"b", "key": "k", "id": "batch", "delay": 2}])
+    got = {r["message_id"]: r["deliver_at"] - r["published_at"] for r in stored(conn, "d")}
+    assert got == {"now": 0, "later": 5000, "soon": 250, "batch": 2000}
+    # and the delayed message is not delivered before its time (G12)
+    c = Consumer(conn, "g", "d", "s1")
+    c.subscribe()
+    c.tick()
+    assert [m["id"] for m in c.fetch()] == ["now"]
+
+
+def test_publish_batch_chunks_keep_order_and_flag_duplicates(client, conn, monkeypatch):
+    client.publish("b", b"old", key="k", id="m-4")  # offset 1
+    calls = []
+    original = client._call_safely
+
+    def counting(sql, args):
+        calls.append(len(json.loads(args[1])))
+        return original(sql, args)
+
+    monkeypatch.setattr(client, "_call_safely", counting)
+    ids = [f"m-{i}" for i in range(9)] + ["m-1"]  # m-4 is in the log; m-1 repeats in chunk 4
+    results = client.publish_batch(
+        "b", [{"payload": f"p{i}", "key": "k", "id": m} for i, m in enumerate(ids)], chunk_size=3
+    )
+    assert calls == [3, 3, 3, 1]
+    assert [(r.offset, r.duplicate) for r in results] == [
+        (2, False),  # m-0
+        (3, False),  # m-1
+        (4, False),  # m-2
+        (5, False),  # m-3
+        (1, True),  # m-4: already in the log
+        (6, False),  # m-5
+        (7, False),  # m-6
+        (8, False),  # m-7
+        (9, False),  # m-8
+        (3, True),  # m-1 again, from an earlier chunk
+    ]
+    assert count(conn, "b") == 9
+
+
+def test_publish_batch_accepts_bare_payloads_and_spreads_unkeyed(client, conn):
+    results = client.publish_batch("u", [b"a", "b", bytearray(b"c")])
+    assert len(results) == 3 and not any(r.duplicate for r in results)
+    assert sorted(r["payload"] for r in stored(conn, "u")) == [b"a", b"b", b"c"]
+    assert client.publish_batch("u", []) == []
+
+
+# --------------------------------------------------------------------------- transactions
+
+
+@pytest.fixture
+def invoices(conn):
+    conn.cursor().execute("CREATE TABLE invoices (id INT PRIMARY KEY, total INT NOT NULL)")
+    return conn
+
+
+def test_transaction_commits_business_rows_and_messages_together(client, invoices):
+    with client.transaction() as tx:
+        assert tx.execute("INSERT INTO invoices VALUES (%s, %s)", (7, 99)) == 1
+        assert tx.publish("invoices", b'{"id": 7}', key="customer-42", id="inv-7") == (1, False)
+        tx.publish_batch("invoices", [{"payload": b"b", "key": "customer-42", "id": "inv-8"}])
+        # not visible to others before the commit
+        assert count(invoices, "invoices") == 0
+    assert scalar(invoices, "SELECT total FROM invoices WHERE id = 7") == 99
+    assert count(invoices, "invoices") == 2
+
+
+def test_transaction_rolls_back_both_on_an_exception(client, invoices):
+    with pytest.raises(RuntimeError, match="boom"), client.transaction() as tx:
+        tx.execute("INSERT INTO invoices VALUES (%s, %s)", (8, 1))
+        tx.publish("invoices", b"x", key="customer-42", id="inv-8")
+        raise RuntimeError("boom")
+    assert scalar(invoices, "SELECT COUNT(*) FROM invoices") == 0
+    assert count(invoices, "invoices") == 0
+    # the rolled-back publish left no gap: the next message gets offset 1 (G3)
+    assert client.publish("invoices", b"y", key="customer-42", id="inv-9") == (1, False)
+
+
+def test_transaction_with_a_database_error_rolls_back(client, invoices):
+    client.publish("invoices", b"before", key="k", id="a")
+    with pytest.raises(mysqlq.DatabaseError), client.transaction() as tx:
+        tx.publish("invoices", b"x", key="k", id="b")
+        tx.execute("INSERT INTO no_such_table VALUES (1)")
+    assert [r["message_id"] for r in stored(invoices, "invoices")] == ["a"]
+
+
+def test_publish_with_own_connection_follows_its_transaction(client, invoices, connect):
+    mine = connect()
+    mine.autocommit(False)
+    cur = mine.cursor()
+    cur.execute("INSERT INTO invoices VALUES (1, 10)")
+    assert client.publish("invoices", b"one", key="k", id="o-1", conn=mine) == (1, False)
+    client.publish_batch("invoices", [{"payload": b"two", "key": "k", "id": "o-2"}], conn=mine)
+    mine.rollback()
+    assert scalar(invoices, "SELECT COUNT(*) FROM invoices") == 0
+    assert count(invoices, "invoices") == 0
+
+    cur.execute("INSERT INTO invoices VALUES (2, 20)")
+    assert client.publish("invoices", b"three", key="k", id="o-3", conn=mine) == (1, False)
+    mine.commit()
+    assert scalar(invoices, "SELECT COUNT(*) FROM invoices") == 1
+    assert [r["message_id"] for r in stored(invoices, "invoices")] == ["o-3"]
+
+
+def test_transaction_on_a_given_connection_leaves_it_open(client, invoices, connect):
+    mine = connect()
+    with client.transaction(mine) as tx:
+        assert tx.connection is mine
+        tx.execute("INSERT INTO invoices VALUES (3, 30)")
+        tx.publish("invoices", b"x", key="k")
+    mine.ping()  # still open
+    assert count(invoices, "invoices") == 1
+
+
+# --------------------------------------------------------------------------- version check
+
+
+def test_a_database_never_migrated_raises_not_migrated(empty_db):
+    with pytest.raises(mysqlq.NotMigrated, match="mysqlq migrate"):
+        mysqlq.connect(empty_db.dsn)
+    # without the check, the first call says so too
+    with mysqlq.connect(empty_db.dsn, check_version=False) as c, pytest.raises(mysqlq.NotMigrated):
+        c.publish("orders", b"x")
+
+
+def test_another_schema_version_raises_schema_mismatch(dsn, conn):
+    cur = conn.cursor()
+    cur.execute("DROP FUNCTION queue_version")
+    cur.execute("CREATE FUNCTION queue_version() RETURNS VARCHAR(16) DETERMINISTIC RETURN '0.9'")
+    with pytest.raises(mysqlq.SchemaMismatch, match=r"0\.9"):
+        mysqlq.connect(dsn)
+
+
+def test_bad_dsn():
+    with pytest.raises(mysqlq.InvalidDSN):
+        mysqlq.connect("postgres://nobody@localhost/db")
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"topic": ""}, mysqlq.InvalidArgument, "p_topic"),
+        ({"topic": "bad topic!"}, mysqlq.InvalidArgument, "p_topic"),
+        ({"key": ""}, mysqlq.InvalidArgument, "p_partition_key"),
+        ({"id": ""}, mysqlq.InvalidArgument, "p_id"),
+        ({"metadata": ["not", "a", "mapping"]}, mysqlq.InvalidArgument, "mapping"),
+        ({"metadata": '{"a": 1}'}, mysqlq.InvalidArgument, "mapping"),
+        ({"metadata": {"when": object()}}, mysqlq.InvalidArgument, "JSON-serialisable"),
+        ({"metadata": {"x": float("nan")}}, mysqlq.InvalidArgument, "JSON-serialisable"),
+        ({"payload": 123}, mysqlq.InvalidArgument, "payload must be bytes or str"),
+        ({"payload": None}, mysqlq.InvalidArgument, "payload must be bytes or str"),
+        ({"payload": {"a": 1}}, mysqlq.InvalidArgument, "payload must be bytes or str"),
+        ({"delay": -1}, mysqlq.InvalidArgument, "p_delay_ms"),
+        ({"delay": "5"}, mysqlq.InvalidArgument, "delay"),
+        ({"delay": float("inf")}, mysqlq.InvalidArgument, "delay"),
+        ({"delay": True}, mysqlq.InvalidArgument, "delay"),
+    ],
+)
+def test_bad_publish_input(client, conn, kwargs, error, match):
+    args = {"topic": "orders", "payload": b"x", "key": "k", **kwargs}
+    topic, payload = args.pop("topic"), args.pop("payload")
+    with pytest.raises(error, match=match) as info:
+        client.publish(topic, payload, **args)
+    assert isinstance(info.value, mysqlq.Error)
+    assert count(conn) == 0
+    # the client is still usable afterwards
+    assert client.publish("orders", b"ok", key="k") == (1, False)
+
+
+@pytest.mark.parametrize(
+    ("message", "match"),
+    [
+        ({"payload": b"x", "colour": "red"}, "unknown message field"),
+        ({"key": "k"}, "needs a 'payload'"),
+        ({"payload": 5}, "payload must be bytes or str"),
+        ({"payload": b"x", "metadata": [1]}, "mapping"),
+        ({"payload": b"x", "delay": float("nan")}, "delay"),
+        (42, "payloads"),
+        ({"payload": b"x", "key": ""}, r"p_messages\[4\] key"),
+        ({"payload": b"x", "id": ""}, r"p_messages\[4\] id"),
+    ],
+)
+def test_bad_batch_input_publishes_nothing(client, conn, message, match):
+    good = [{"payload": b"ok", "key": "k"} for _ in range(4)]
+    with pytest.raises(mysqlq.InvalidArgument, match=match):
+        client.publish_batch("orders", [*good, message], chunk_size=1000)
+    assert count(conn) == 0
+
+
+def test_a_bad_message_in_a_later_chunk_publishes_nothing(client, conn):
+    messages = [{"payload": b"ok", "key": "k"} for _ in range(7)] + [{"payload": b"x", "bad": 1}]
+    with pytest.raises(mysqlq.InvalidArgument, match="unknown message field"):
+        client.publish_batch("orders", messages, chunk_size=3)
+    assert count(conn) == 0
+
+
+@pytest.mark.parametrize("chunk_size", [0, 100_001])
+def test_bad_chunk_size(client, chunk_size):
+    with pytest.raises(mysqlq.InvalidArgument, match="chunk_size"):
+        client.publish_batch("orders", [b"x"], chunk_size=chunk_size)
+
+
+def test_bad_admin_input(client):
+    with pytest.raises(mysqlq.InvalidArgument, match="p_partitions"):
+        client.configure_topic("orders", partitions=0)
+    with pytest.raises(mysqlq.InvalidArgument, match="p_group"):
+        client.subscribe("", "orders")
+    with pytest.raises(mysqlq.InvalidArgument, match="not subscribed"):
+        client.seek("nobody", "orders", 0)
+    with pytest.raises(mysqlq.InvalidArgument, match="p_limit"):
+        client.gc(0)
+
+
+# --------------------------------------------------------------------------- admin
+
+
+def test_stats_after_a_subscriber(client, dsn):
+    client.subscribe("billing", "orders", max_attempts=1)
+    for i in range(6):
+        client.publish("orders", f"m{i}", key=f"k{i % 2}", id=f"m{i}")
+    handled = []
+
+    def handle(msg: mysqlq.Message) -> None:
+        handled.append(msg.id)
+        if msg.id == "m3":
+            raise ValueError("poison")
+
+    sub = mysqlq.Subscriber(
+        dsn,
+        topic="orders",
+        group="billing",
+        handler=handle,
+        name="stats-sub",
+        max_attempts=1,
+        lease_duration=3.0,
+        poll_interval=0.05,
+    ).start()
+    try:
+        wait_until(lambda: len(handled) >= 6, timeout=20, what="6 handled messages")
+
+        def settled():
+            (row,) = [r for r in client.stats() if r["topic"] == "orders"]
+            return row if row["lag"] == 0 and row["dlq_depth"] == 1 else None
+
+        row = wait_until(settled, timeout=20, what="lag 0 and one DLQ entry")
+        assert row == {
+            "topic": "orders",
+            "group_name": "billing",
+            "partitions": 2,
+            "lag": 0,
+            "in_flight": 0,
+            "live_subscribers": 1,
+            "dlq_depth": 1,
+        }
+        assert all(isinstance(v, int) for k, v in row.items() if k not in {"topic", "group_name"})
+    finally:
+        sub.stop()
+    (row,) = [r for r in client.stats() if r["topic"] == "orders"]
+    assert row["live_subscribers"] == 0  # a graceful stop deregisters
+    (entry,) = client.dlq_list("orders_dlq")
+    assert (entry["origin_topic"], entry["origin_group"], entry["origin_message_id"]) == (
+        "orders",
+        "billing",
+        "m3",
+    )
+    assert "poison" in entry["last_error"]
+
+
+def test_stats_counts_lag_of_a_group_that_never_fetched(client):
+    client.subscribe("late", "orders")
+    client.publish_batch("orders", [{"payload": b"x", "key": f"k{i % 3}"} for i in range(7)])
+    (row,) = client.stats()
+    assert (row["group_name"], row["partitions"], row["lag"], row["in_flight"]) == ("late", 3, 7, 0)
+
+
+def test_subscribe_configure_and_unsubscribe(client):
+    topic = client.configure_topic("orders", partitions=4, max_attempts=7, retention=1.5)
+    assert (topic["partitions"], topic["max_attempts"], topic["retention_ms"]) == (4, 7, 1500)
+    sub = client.subscribe("billing", "orders")
+    assert (sub["max_attempts"], sub["dlq_topic"]) == (7, "orders_dlq")
+    assert client.subscribe("audit", "orders", dlq_topic="audit-dead")["dlq_topic"] == "audit-dead"
+    assert {r["group_name"] for r in client.stats()} == {"audit", "billing"}
+    assert client.unsubscribe("billing", "orders") is True
+    assert client.unsubscribe("billing", "orders") is False
+    assert [r["group_name"] for r in client.stats()] == ["audit"]
+
+
+def test_seek_through_the_client(client, conn):
+    client.publish_batch("s", [{"payload": f"p{i}", "key": "k", "id": f"m{i}"} for i in range(3)])
+    c = Consumer(conn, "g", "s", "s1")
+    c.subscribe()
+    c.tick()
+    got = c.fetch()
+    assert c.ack(got)["settled"] == 3
+    assert c.fetch() == []
+
+    (row,) = client.seek("g", "s", 0, key="k")
+    assert (row["partition_key"], row["offset_acked"], row["last_offset"]) == ("k", 0, 3)
+    assert [m["id"] for m in c.fetch()] == ["m0", "m1", "m2"]
+
+    (row,) = client.seek("g", "s", 3)  # every partition of the topic: next delivery is offset 3
+    assert row["offset_acked"] == 2
+    assert [m["id"] for m in c.fetch()] == ["m2"]
+
+    client.seek("g", "s", None)  # the end
+    client.publish("s", b"new", key="k", id="m3")
+    assert [m["id"] for m in c.fetch()] == ["m3"]
+
+
+def test_dead_letter_list_show_and_redrive_through_the_client(client, conn):
+    client.subscribe("g", "orders")
+    client.publish("orders", b"\x00\xffpoison", key="k", id="bad", metadata={"m": 1})
+    client.publish("orders", b"fine", key="k", id="good")
+    c = Consumer(conn, "g", "orders", "s1")
+    c.tick()
+    bad, good = c.fetch()
+    c.dead_letter([bad], error="cannot parse")
+    c.ack([good])
+
+    (entry,) = client.dlq_list("orders_dlq")
+    assert entry["origin_topic"] == "orders" and entry["origin_offset"] == 1
+    assert (entry["failures"], entry["last_error"]) == (1, "cannot parse")
+    shown = client.dlq_show("orders_dlq", entry["partition_id"], entry["offset"])
+    assert shown["payload"] == b"\x00\xffpoison"  # byte for byte
+    assert json.loads(shown["metadata"]) == {"m": 1}
+    assert client.dlq_show("orders_dlq", entry["partition_id"], entry["offset"] + 1) is None
+    assert client.dlq_list("no_such_dlq") == []
+
+    assert client.redrive("orders_dlq") == 1
+    assert client.redrive("orders_dlq") == 0  # each entry is redriven once
+    (again,) = c.fetch()
+    assert (again["payload"], again["origin_message_id"]) == (b"\x00\xffpoison", "bad")
+    assert c.ack([again])["settled"] == 1
+    (row,) = [r for r in client.stats() if r["topic"] == "orders"]
+    assert row["lag"] == 0
+
+
+def test_gc_and_maintenance_through_the_client(client, conn):
+    client.configure_topic("orders", retention=0)
+    client.subscribe("g", "orders")
+    client.publish_batch("orders", [{"payload": b"x", "key": "k"} for _ in range(5)])
+    assert client.gc() == 0  # nothing acked yet
+    c = Consumer(conn, "g", "orders", "s1")
+    c.tick()
+    got = c.fetch()
+    c.ack(got[:3])
+    assert client.gc() == 3
+    c.ack(got[3:])
+    assert client.maintenance() == 2
+    assert count(conn, "orders") == 0
+    # no subscription: GC keeps everything
+    client.publish("kept", b"x")
+    assert client.gc(10) == 0 and count(conn, "kept") == 1
+
+
+def test_client_is_safe_to_share_between_threads(client, conn):
+    errors = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(20):
+                client.publish("t", f"{n}-{i}", key=f"k{n}", id=f"{n}-{i}")
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert count(conn, "t") == 80
+
+
+def test_client_reconnects_after_a_lost_connection(client, conn):
+    client.publish("r", b"one", key="k", id="1")
+    conn.cursor().execute(f"KILL {client._conn.thread_id()}")
+    time.sleep(0.1)
+    assert client.publish("r", b"two", key="k", id="2") == (2, False)
