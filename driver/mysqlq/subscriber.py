@@ -12,7 +12,8 @@ Three small loops, each on its own connection, and a pool of handler threads:
 A handler that returns acks its message; one that raises nacks it with exponential backoff and
 jitter (the server moves it to the DLQ after ``max_attempts`` deliveries). Explicit
 ``msg.ack()/nack()/extend()/dead_letter()`` calls are final. A buffered message is not started once
-its visibility deadline or the subscriber's lease deadline has passed (someone else may have it).
+its visibility deadline or the subscriber's lease deadline has passed, or once its partition is no
+longer held under the lease epoch it was fetched under (someone else may have it).
 ``stop()`` (or SIGTERM/SIGINT in ``run()``) stops fetching, lets running handlers finish, makes
 buffered messages visible again without charging an attempt, flushes, releases the leases and
 deregisters, so another subscriber takes over at once.
@@ -175,8 +176,9 @@ class Subscriber:
         self._lock = threading.Lock()
         self._flush_cond = threading.Condition()
         self._settlements: list[_Settlement] = []
-        # partition_id -> messages fetched but not started, in offset order
-        self._buffers: dict[int, collections.deque[tuple[Message, float]]] = {}
+        # partition_id -> messages fetched but not started, in offset order, each with its local
+        # visibility deadline and the lease epoch it was fetched under
+        self._buffers: dict[int, collections.deque[tuple[Message, float, int | None]]] = {}
         self._active: set[int] = set()
         self._held: dict[int, int] = {}
         self._lease_deadline = 0.0
@@ -251,7 +253,7 @@ class Subscriber:
                     break
             time.sleep(0.01)
         with self._lock:
-            unstarted = [m for buf in self._buffers.values() for m, _ in buf]
+            unstarted = [m for buf in self._buffers.values() for m, _, _ in buf]
             self._buffers.clear()
         for message in unstarted:
             self._enqueue(_Settlement("release", message))
@@ -377,7 +379,9 @@ class Subscriber:
         start = []
         with self._lock:
             for m in messages:
-                self._buffers.setdefault(m.partition_id, collections.deque()).append((m, deadline))
+                epoch = self._held.get(m.partition_id)
+                buf = self._buffers.setdefault(m.partition_id, collections.deque())
+                buf.append((m, deadline, epoch))
             for pid, buf in self._buffers.items():
                 if buf and pid not in self._active:
                     self._active.add(pid)
@@ -396,11 +400,13 @@ class Subscriber:
                 if self._stopping.is_set() or not buf:
                     self._active.discard(pid)
                     return
-                message, deadline = buf.popleft()
+                message, deadline, epoch = buf.popleft()
                 lease_deadline = self._lease_deadline
+                still_held = epoch is not None and self._held.get(pid) == epoch
             now = time.monotonic()
-            if now >= deadline or now >= lease_deadline:
-                # it may already be with another subscriber: do not start it
+            if now >= deadline or now >= lease_deadline or not still_held:
+                # its visibility or our lease ran out, or the partition moved on (even if it came
+                # back, under a new epoch): it may be with another subscriber, do not start it
                 self._count("expired_unstarted")
                 self._enqueue(_Settlement("release", message))
                 continue
