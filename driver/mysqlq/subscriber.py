@@ -246,6 +246,10 @@ class Subscriber:
         self._stopping.set()
         self._wake.set()
         deadline = time.monotonic() + timeout
+        # a fetch in flight must land in the buffers before they are collected for release
+        for t in self._threads:
+            if t.name == "mysqlq-fetch":
+                t.join(timeout=max(0.1, deadline - time.monotonic()))
         # no new handler starts once stopping is set; wait for the running ones
         while time.monotonic() < deadline:
             with self._lock:
