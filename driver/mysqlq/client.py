@@ -31,7 +31,7 @@ from tenacity import (
 
 from mysqlq import _sql, schema
 from mysqlq.connection import connect as open_connection
-from mysqlq.connection import resolve_dsn
+from mysqlq.connection import execute_rows, resolve_dsn
 from mysqlq.errors import ConnectionLost, Deadlock, InvalidArgument, LockTimeout, translating
 
 __all__ = ["Client", "PublishResult", "Transaction", "connect"]
@@ -114,16 +114,7 @@ class _Publisher:
     _conn: MySQLdb.connections.Connection
 
     def _call_rows(self, sql: str, args: tuple) -> list[dict[str, Any]]:
-        with translating():
-            cur = self._conn.cursor(MySQLdb.cursors.DictCursor)
-            try:
-                cur.execute(sql, args)
-                rows = list(cur.fetchall() or [])
-                while cur.nextset():
-                    pass
-                return rows
-            finally:
-                cur.close()
+        return execute_rows(self._conn, sql, args)
 
     def _publish(self, topic, payload, key, id, metadata, delay) -> PublishResult:
         args = (

@@ -29,6 +29,7 @@ __all__ = [
     "call",
     "connect",
     "connect_kwargs",
+    "execute_rows",
     "parse_dsn",
     "resolve_dsn",
     "sqlalchemy_url",
@@ -143,6 +144,23 @@ def with_database(dsn: str, database: str | None) -> str:
 
 def _redact(dsn: str) -> str:
     return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
+
+
+def execute_rows(
+    conn: MySQLdb.connections.Connection, sql: str, args: Sequence[Any] | None = None
+) -> list[dict[str, Any]]:
+    """Run one statement; return the rows of its first result set as dicts and read the rest
+    (a CALL sends a final status after its result), raising mysqlq errors."""
+    with translating():
+        cur = conn.cursor(MySQLdb.cursors.DictCursor)
+        try:
+            cur.execute(sql, args)
+            rows = [dict(row) for row in cur.fetchall() or []]
+            while cur.nextset():
+                pass
+            return rows
+        finally:
+            cur.close()
 
 
 def call(conn: MySQLdb.connections.Connection, proc: str, *args: Any) -> list[dict[str, Any]]:

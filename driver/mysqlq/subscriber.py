@@ -42,8 +42,8 @@ import MySQLdb.cursors
 
 from mysqlq import _sql, schema
 from mysqlq.connection import connect as open_connection
-from mysqlq.connection import resolve_dsn
-from mysqlq.errors import ConnectionLost, Error, InvalidArgument, TransientError, translating
+from mysqlq.connection import execute_rows, resolve_dsn
+from mysqlq.errors import ConnectionLost, Error, InvalidArgument, TransientError
 from mysqlq.message import Message
 
 __all__ = ["Subscriber"]
@@ -89,16 +89,7 @@ class _Link:
         delay = 0.05
         while True:
             try:
-                with translating():
-                    cur = self._connection().cursor(MySQLdb.cursors.DictCursor)
-                    try:
-                        cur.execute(sql, args)
-                        rows = list(cur.fetchall() or [])
-                        while cur.nextset():
-                            pass
-                        return rows
-                    finally:
-                        cur.close()
+                return execute_rows(self._connection(), sql, args)
             except TransientError as exc:
                 if isinstance(exc, ConnectionLost):
                     self.close()
@@ -192,16 +183,11 @@ class Subscriber:
         try:
             if check_version:
                 schema.check_version(conn, _sql.PROTOCOL_VERSION)
-            with translating():
-                cur = conn.cursor()
-                cur.execute(
-                    _sql.SUBSCRIBE,
-                    (group, topic, self.name, max_attempts, dlq_topic, _ms(lease_duration)),
-                )
-                cur.fetchall()
-                while cur.nextset():
-                    pass
-                cur.close()
+            execute_rows(
+                conn,
+                _sql.SUBSCRIBE,
+                (group, topic, self.name, max_attempts, dlq_topic, _ms(lease_duration)),
+            )
         finally:
             conn.close()
 
