@@ -94,24 +94,106 @@ DECLARE EXIT HANDLER FOR SQLEXCEPTION
     END
 {%- endmacro %}
 
-{#- The elements of a publish batch as rows: idx (1-based), key, id (generated when missing),
-    the slot of an unkeyed message, payload bytes, metadata, delay. -#}
+{#- The elements of a publish batch as rows: idx (1-based), each field's JSON (j_*, for the type
+    checks) and typed value (j_*_s, j_delay_n), the key (NULL when unkeyed) and the id (generated
+    when missing). Type checks look at the first character of a field's JSON, which costs no
+    parsing: '"' string, '{' object, 'n' null. Invalid fields are named by batch_problem(). -#}
 {% macro batch_elements(p_messages='p_messages') -%}
 (
-        SELECT j.j_idx AS idx, j.j_key AS msg_key, COALESCE(j.j_id, CONCAT(v_batch, ':', j.j_idx)) AS msg_id,
-            IF(j.j_key IS NULL, CRC32(COALESCE(j.j_id, CONCAT(v_batch, ':', j.j_idx))) % v_partitions, -1) AS slot,
-            COALESCE(FROM_BASE64(j.j_payload_b64), CAST(j.j_payload AS BINARY)) AS payload,
-            IF(JSON_TYPE(j.j_metadata) = 'OBJECT', j.j_metadata, NULL) AS metadata, COALESCE(j.j_delay, 0) AS delay_ms
+        SELECT
+            j.*,
+            IF(j.j_key IS NULL OR LEFT(j.j_key, 1) = 'n', NULL, j.j_key_s) AS msg_key,
+            COALESCE(IF(j.j_id IS NULL OR LEFT(j.j_id, 1) = 'n', NULL, j.j_id_s), CONCAT(v_batch, ':', j.j_idx)) AS msg_id
         FROM JSON_TABLE({{ p_messages }}, '$[*]' COLUMNS (
             j_idx FOR ORDINALITY,
-            j_key VARCHAR(191) PATH '$.key',
-            j_id VARCHAR(191) PATH '$.id',
-            j_payload LONGTEXT PATH '$.payload',
-            j_payload_b64 LONGTEXT PATH '$.payload_b64',
+            j_key JSON PATH '$.key',
+            j_key_s VARCHAR(192) PATH '$.key',
+            j_id JSON PATH '$.id',
+            j_id_s VARCHAR(192) PATH '$.id',
+            j_payload JSON PATH '$.payload',
+            j_payload_b64 JSON PATH '$.payload_b64',
             j_metadata JSON PATH '$.metadata',
-            j_delay BIGINT PATH '$.delay_ms'
+            j_delay JSON PATH '$.delay_ms',
+            j_delay_n BIGINT PATH '$.delay_ms'
         )) AS j
     )
+{%- endmacro %}
+
+{#- The keys and ids of a publish batch only, as typed values (no JSON columns, so a query over them
+    needs no on-disk temporary table). Agrees with batch_elements on every valid element. -#}
+{% macro batch_keys(p_messages='p_messages') -%}
+(
+        SELECT
+            k.j_idx,
+            k.j_key_s AS msg_key,
+            COALESCE(k.j_id_s, CONCAT(v_batch, ':', k.j_idx)) AS msg_id
+        FROM JSON_TABLE({{ p_messages }}, '$[*]' COLUMNS (
+            j_idx FOR ORDINALITY,
+            j_key_s VARCHAR(192) PATH '$.key',
+            j_id_s VARCHAR(192) PATH '$.id'
+        )) AS k
+    )
+{%- endmacro %}
+
+{#- The partition of a batch element `e` (from batch_elements or batch_keys): key and slot. -#}
+{% macro batch_part_key(e='e') -%}
+COALESCE({{ e }}.msg_key, '')
+{%- endmacro %}
+{% macro batch_slot(e='e') -%}
+IF({{ e }}.msg_key IS NULL, CRC32({{ e }}.msg_id) % v_partitions, -1)
+{%- endmacro %}
+
+{#- The payload bytes, metadata and delay of a valid batch element `e`. -#}
+{% macro batch_payload(e='e') -%}
+COALESCE(FROM_BASE64(JSON_UNQUOTE({{ e }}.j_payload_b64)), CAST(JSON_UNQUOTE({{ e }}.j_payload) AS BINARY))
+{%- endmacro %}
+{% macro batch_metadata(e='e') -%}
+IF(LEFT({{ e }}.j_metadata, 1) = '{', {{ e }}.j_metadata, NULL)
+{%- endmacro %}
+{% macro batch_delay(e='e') -%}
+COALESCE({{ e }}.j_delay_n, 0)
+{%- endmacro %}
+
+{#- What is wrong with batch element `e`, or NULL when it is valid (the message names the field).
+    fast=True leaves out the base64 check: the insert that uses it stores FROM_BASE64's NULL for bad
+    base64 into a NOT NULL column, which fails it the same way. -#}
+{% macro batch_problem(e='e', fast=False) -%}
+CASE
+            WHEN NOT (
+                {{ e }}.msg_key IS NULL AND ({{ e }}.j_key IS NULL OR LEFT({{ e }}.j_key, 1) = 'n')
+                OR LEFT({{ e }}.j_key, 1) = '"'
+                AND CHAR_LENGTH(COALESCE({{ e }}.j_key_s, '')) BETWEEN 1 AND 191
+                AND {{ e }}.j_key_s NOT LIKE '% '
+            )
+                THEN 'key must be null or a string of 1 to 191 characters, not ending in a space'
+            WHEN NOT (
+                {{ e }}.j_id IS NULL OR LEFT({{ e }}.j_id, 1) = 'n'
+                OR LEFT({{ e }}.j_id, 1) = '"'
+                AND CHAR_LENGTH(COALESCE({{ e }}.j_id_s, '')) BETWEEN 1 AND 191
+                AND {{ e }}.j_id_s NOT LIKE '% '
+            )
+                THEN 'id must be null or a string of 1 to 191 characters, not ending in a space'
+            WHEN
+                (COALESCE(LEFT({{ e }}.j_payload, 1), '') = '"')
+                + (COALESCE(LEFT({{ e }}.j_payload_b64, 1), '') = '"') <> 1
+                THEN 'must have exactly one of payload (string) and payload_b64 (base64 string)'
+            {%- if not fast %}
+            WHEN
+                {{ e }}.j_payload_b64 IS NOT NULL
+                AND (
+                    CHAR_LENGTH(JSON_UNQUOTE({{ e }}.j_payload_b64)) % 4 <> 0
+                    OR JSON_UNQUOTE({{ e }}.j_payload_b64) NOT REGEXP '^[A-Za-z0-9+/]*={0,2}$'
+                )
+                THEN 'payload_b64 must be valid base64'
+            {%- endif %}
+            WHEN NOT ({{ e }}.j_metadata IS NULL OR LEFT({{ e }}.j_metadata, 1) IN ('n', '{'))
+                THEN 'metadata must be null or a JSON object'
+            WHEN NOT (
+                {{ e }}.j_delay IS NULL OR LEFT({{ e }}.j_delay, 1) = 'n'
+                OR {{ e }}.j_delay REGEXP '^[0-9]{1,11}$' AND {{ e }}.j_delay_n <= 31536000000
+            )
+                THEN 'delay_ms must be null or an integer between 0 and 31536000000'
+        END
 {%- endmacro %}
 
 {#- Publish runs in the caller's transaction and never commits it (G2). With no transaction open

@@ -1,0 +1,24 @@
+"""faster batch publish; bench
+
+Revision ID: 0002
+Revises: 0001
+Create Date: 2026-11-22
+
+Installs the schema frozen in migrations/snapshots/0002.sql.
+"""
+
+from mysqlq import schema
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+snapshot_sha256 = "731960e55246f6d31f2139c10f70394b4e10dcee7af3a37d49166fafca13dc58"
+
+
+def upgrade() -> None:
+    schema.upgrade(revision, down_revision)
+
+
+def downgrade() -> None:
+    schema.downgrade(revision, down_revision)
