@@ -111,8 +111,10 @@ BEGIN  -- noqa: LT02
             FROM queue_partitions AS p
             WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot;
             IF v_found = 0 THEN
-                INSERT IGNORE INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
-                VALUES (v_topic, v_slot, v_key, 0, v_now);
+                -- exclusive even when another publisher created it first (see queue__append)
+                INSERT INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
+                VALUES (v_topic, v_slot, v_key, 0, v_now)
+                ON DUPLICATE KEY UPDATE last_offset = last_offset;
             END IF;
             SELECT
                 p.partition_id,

@@ -103,6 +103,16 @@ SIGNATURES: dict[str, dict[str, Any]] = {
         "p_max_messages": 100,
         "p_now": None,
     },
+    "queue_fetch_wait": {
+        "p_group": GROUP,
+        "p_topic": TOPIC,
+        "p_subscriber": SUBSCRIBER,
+        "p_batch_size": 10,
+        "p_visibility_ms": HOUR_MS,
+        "p_max_messages": 100,
+        "p_wait_ms": 0,
+        "p_now": None,
+    },
     "queue_ack": {"p_group": GROUP, "p_deliveries": DELIVERIES, "p_now": None},
     "queue_nack": {
         "p_group": GROUP,
@@ -301,6 +311,21 @@ PARAM_KINDS: dict[str, dict[str, list]] = {
         "p_batch_size": count_values(10_000, allow_null=False),
         "p_visibility_ms": ms_values(1, allow_null=False),
         "p_max_messages": count_values(100_000, allow_null=False),
+        "p_now": NOW_VALUES,
+    },
+    "queue_fetch_wait": {
+        "p_group": IDENTIFIER_REQUIRED,
+        "p_topic": IDENTIFIER_REQUIRED,
+        "p_subscriber": NAME_REQUIRED,
+        "p_batch_size": count_values(10_000, allow_null=False),
+        "p_visibility_ms": ms_values(1, allow_null=False),
+        "p_max_messages": count_values(100_000, allow_null=False),
+        "p_wait_ms": [
+            ("null", None, ()),
+            ("negative", -1, ()),
+            ("above_one_minute", 60_001, ()),
+            ("huge", 2**62, ()),
+        ],
         "p_now": NOW_VALUES,
     },
     "queue_ack": {

@@ -278,5 +278,5 @@ def test_fetch_returns_each_partition_in_order_and_honours_max_messages(conn):
 
 
 def test_version_function(conn):
-    assert scalar(conn, "SELECT queue_version()") == "1.0"
+    assert scalar(conn, "SELECT queue_version()") == "1.1"
     assert call(conn, "queue_heartbeat", "g", "t", "s", 1000, None) == [{"live_subscribers": 1}]

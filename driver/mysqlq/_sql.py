@@ -8,7 +8,7 @@ passed to mysqlclient as %s placeholders; nothing is formatted into the text.
 from __future__ import annotations
 
 # protocol version the driver speaks; the database's queue_version() must match
-PROTOCOL_VERSION = "1.0"
+PROTOCOL_VERSION = "1.1"
 
 VERSION = "SELECT queue_version()"
 
@@ -27,6 +27,7 @@ DEREGISTER = "CALL queue_deregister(%s, %s, %s, NULL)"
 
 # consuming
 FETCH = "CALL queue_fetch(%s, %s, %s, %s, %s, %s, NULL)"
+FETCH_WAIT = "CALL queue_fetch_wait(%s, %s, %s, %s, %s, %s, %s, NULL)"
 ACK = "CALL queue_ack(%s, %s, NULL)"
 NACK = "CALL queue_nack(%s, %s, %s, %s, NULL)"
 EXTEND = "CALL queue_extend(%s, %s, %s, NULL)"

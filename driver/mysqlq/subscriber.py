@@ -3,8 +3,8 @@
 Three small loops, each on its own connection, and a pool of handler threads:
 
 * **lease** — every ``lease_duration / 3``: heartbeat, renew, rebalance (``queue_acquire_leases``);
-* **fetch** — ``queue_fetch`` for every partition held in one call; again at once after a full
-  fetch, after ``poll_interval`` when idle, or as soon as a flush settled a batch;
+* **fetch** — ``queue_fetch_wait`` for every partition held in one call: a long poll that waits
+  inside the server, up to ``poll_interval``, until a held partition has work, then fetches;
 * **flush** — batches acks (and nacks, extends, dead letters, releases) into few calls;
 * **handlers** — ``concurrency`` threads. A partition's messages run one after the other in offset
   order; different partitions run in parallel.
@@ -329,8 +329,10 @@ class Subscriber:
                     continue
                 fetched_at = time.monotonic()
                 try:
+                    # a long poll: the server waits up to poll_interval for work to appear on
+                    # the held partitions, so a message is fetched within ~10 ms of its commit
                     rows = link.call(
-                        _sql.FETCH,
+                        _sql.FETCH_WAIT,
                         (
                             self.group,
                             self.topic,
@@ -338,6 +340,7 @@ class Subscriber:
                             self.batch_size,
                             _ms(self.visibility_timeout),
                             room,
+                            _ms(self.poll_interval),
                         ),
                     )
                 except Error as exc:
@@ -348,11 +351,10 @@ class Subscriber:
                     continue
                 if rows:
                     self._dispatch(rows, fetched_at + self.visibility_timeout)
-                full = len(rows) >= room or any(
-                    n >= self.batch_size
-                    for n in collections.Counter(r["partition_id"] for r in rows).values()
-                )
-                if not full:
+                # the server has already waited when nothing came; after a partial fetch, the
+                # next long poll returns as soon as more work appears
+                if not rows and time.monotonic() - fetched_at < self.poll_interval / 2:
+                    # the server saw work it could not deliver yet: do not spin on it
                     self._wait()
         finally:
             link.close()

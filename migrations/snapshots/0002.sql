@@ -195,12 +195,13 @@ BEGIN
     SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
     WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
     IF v_pid IS NULL THEN
-        INSERT IGNORE INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
-        VALUES (p_topic, v_slot, v_key, 0, v_now);
+        INSERT INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
+        VALUES (p_topic, v_slot, v_key, 0, v_now)
+        ON DUPLICATE KEY UPDATE last_offset = last_offset;
         SELECT p.partition_id INTO v_pid
         FROM queue_partitions AS p
         WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot
-        LOCK IN SHARE MODE;
+        FOR UPDATE;
     END IF;
 
     UPDATE queue_partitions SET last_offset = last_offset + 1
@@ -1107,6 +1108,82 @@ BEGIN
     ORDER BY msg.partition_id, msg.msg_offset;
 END
 
+-- mysqlq:object procedure queue_fetch_wait
+CREATE PROCEDURE queue_fetch_wait(
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_subscriber LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_batch_size BIGINT,
+    IN p_visibility_ms BIGINT,
+    IN p_max_messages BIGINT,
+    IN p_wait_ms BIGINT,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+BEGIN
+    DECLARE v_deadline BIGINT;
+    DECLARE v_now BIGINT;
+    DECLARE v_ready INT DEFAULT 0;
+    DECLARE v_slept INT DEFAULT 0;
+    DECLARE v_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_subscriber VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+
+    IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be 1 to 191 characters, not ending in a space';
+    END IF;
+    IF p_wait_ms IS NULL OR p_wait_ms NOT BETWEEN 0 AND 60000 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_wait_ms must be set and between 0 and 60000 ms';
+    END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+    END IF;
+    SET v_group = p_group;
+    SET v_topic = p_topic;
+    SET v_subscriber = p_subscriber;
+    SET v_deadline = COALESCE(NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)) + p_wait_ms;
+
+    wait_loop: LOOP
+        SET v_now = COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+        SELECT COUNT(*) INTO v_ready
+        FROM (
+            SELECT l.partition_id
+            FROM queue_partition_leases AS l
+            INNER JOIN queue_partitions AS p ON l.partition_id = p.partition_id
+            LEFT JOIN queue_offsets AS o ON l.group_name = o.group_name AND l.partition_id = o.partition_id
+            WHERE
+                l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber
+                AND l.expires_at > v_now
+                AND (
+                    o.partition_id IS NULL
+                    OR (o.cursor_pending = 0 AND p.last_offset > o.cursor_pos)
+                    OR (o.cursor_pending > 0 AND o.cursor_until <= v_now)
+                    OR EXISTS (
+                        SELECT 1 FROM queue_delivery_state AS s
+                        WHERE
+                            s.group_name = l.group_name AND s.partition_id = l.partition_id
+                            AND s.state <= 1 AND s.invisible_until <= v_now
+                    )
+                )
+            LIMIT 1
+        ) AS r;
+        IF v_ready > 0 OR v_slept = 1 OR COALESCE(NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)) >= v_deadline THEN
+            LEAVE wait_loop;
+        END IF;
+        SELECT SLEEP(0.01) INTO v_slept;
+    END LOOP;
+
+    CALL queue_fetch(p_group, p_topic, p_subscriber, p_batch_size, p_visibility_ms, p_max_messages, p_now);
+END
+
 -- mysqlq:object procedure queue_gc
 CREATE PROCEDURE queue_gc(
     IN p_limit BIGINT,
@@ -1469,8 +1546,9 @@ BEGIN
             FROM queue_partitions AS p
             WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot;
             IF v_found = 0 THEN
-                INSERT IGNORE INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
-                VALUES (v_topic, v_slot, v_key, 0, v_now);
+                INSERT INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
+                VALUES (v_topic, v_slot, v_key, 0, v_now)
+                ON DUPLICATE KEY UPDATE last_offset = last_offset;
             END IF;
             SELECT
                 p.partition_id,
@@ -2240,7 +2318,7 @@ CREATE FUNCTION queue_version()
 RETURNS VARCHAR(32)
 DETERMINISTIC
 NO SQL
-    RETURN '1.0'
+    RETURN '1.1'
 
 -- mysqlq:object event queue_maintenance_event
 CREATE EVENT IF NOT EXISTS queue_maintenance_event

@@ -13,7 +13,7 @@ revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "731960e55246f6d31f2139c10f70394b4e10dcee7af3a37d49166fafca13dc58"
+snapshot_sha256 = "b1121350dd260e5f5016e63f5ee6554a76c0f67ff4cf7124a50ce2f6ff33b95f"
 
 
 def upgrade() -> None:

@@ -1,0 +1,72 @@
+{% import '_macros.sql' as m %}
+-- Long-poll fetch: waits inside the server, up to p_wait_ms, until a partition the caller holds has
+-- something to deliver, then fetches exactly as queue_fetch does (same checks, same result set).
+CREATE PROCEDURE queue_fetch_wait(
+    IN p_group {{ m.name_param() }},
+    IN p_topic {{ m.name_param() }},
+    IN p_subscriber {{ m.name_param() }},
+    IN p_batch_size BIGINT,
+    IN p_visibility_ms BIGINT,
+    IN p_max_messages BIGINT,
+    IN p_wait_ms BIGINT,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+BEGIN
+    DECLARE v_deadline BIGINT;
+    DECLARE v_now BIGINT;
+    DECLARE v_ready INT DEFAULT 0;
+    DECLARE v_slept INT DEFAULT 0;
+    DECLARE v_group {{ m.name_local() }};
+    DECLARE v_topic {{ m.name_local() }};
+    DECLARE v_subscriber {{ m.name_local() }};
+
+    {{ m.check_identifier('p_group') }};
+    {{ m.check_identifier('p_topic') }};
+    {{ m.check_name('p_subscriber') }};
+    IF p_wait_ms IS NULL OR p_wait_ms NOT BETWEEN 0 AND 60000 THEN
+        {{ m.fail('p_wait_ms must be set and between 0 and 60000 ms') }};
+    END IF;
+    {{ m.check_now() }};
+    SET v_group = p_group;
+    SET v_topic = p_topic;
+    SET v_subscriber = p_subscriber;
+    SET v_deadline = {{ m.now_ms('NULL') }} + p_wait_ms;
+
+    -- each probe is a plain read in its own statement, so it sees what committed since the last
+    -- one (call with no transaction open, as for queue_fetch); the probe is the query that picks
+    -- queue_fetch's partitions, stopped at the first hit
+    wait_loop: LOOP
+        SET v_now = {{ m.now_ms('p_now') }};
+        SELECT COUNT(*) INTO v_ready
+        FROM (
+            SELECT l.partition_id
+            FROM queue_partition_leases AS l
+            INNER JOIN queue_partitions AS p ON l.partition_id = p.partition_id
+            LEFT JOIN queue_offsets AS o ON l.group_name = o.group_name AND l.partition_id = o.partition_id
+            WHERE
+                l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber
+                AND l.expires_at > v_now
+                AND (
+                    o.partition_id IS NULL
+                    OR (o.cursor_pending = 0 AND p.last_offset > o.cursor_pos)
+                    OR (o.cursor_pending > 0 AND o.cursor_until <= v_now)
+                    OR EXISTS (
+                        SELECT 1 FROM queue_delivery_state AS s
+                        WHERE
+                            s.group_name = l.group_name AND s.partition_id = l.partition_id
+                            AND s.state <= 1 AND s.invisible_until <= v_now
+                    )
+                )
+            -- any one held partition with work will do
+            LIMIT 1  -- noqa: AM09
+        ) AS r;
+        -- SLEEP returns 1 when the wait is interrupted (KILL QUERY): stop waiting then too
+        IF v_ready > 0 OR v_slept = 1 OR {{ m.now_ms('NULL') }} >= v_deadline THEN
+            LEAVE wait_loop;
+        END IF;
+        SELECT SLEEP(0.01) INTO v_slept;
+    END LOOP;
+
+    CALL queue_fetch(p_group, p_topic, p_subscriber, p_batch_size, p_visibility_ms, p_max_messages, p_now);
+END
