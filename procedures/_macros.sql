@@ -219,6 +219,9 @@ SAVEPOINT mysqlq_publish;
         ROLLBACK TO SAVEPOINT mysqlq_publish;
     END;
     IF v_own_transaction = 1 THEN
+        -- READ COMMITTED: each plain read sees what committed since (a partition another
+        -- publisher just created is found, not created again), and no gap locks are taken
+        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
         START TRANSACTION;
     END IF
 {%- endmacro %}

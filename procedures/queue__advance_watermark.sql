@@ -6,19 +6,24 @@ CREATE PROCEDURE queue__advance_watermark(
     IN p_partition_id BIGINT,
     IN p_watermark BIGINT,
     IN p_pending INT,
+    -- 0 when the caller knows the group has no delivery-state rows on the partition
+    IN p_has_rows TINYINT,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
 BEGIN
     DECLARE v_next BIGINT DEFAULT p_watermark + 1;
+    DECLARE v_passed INT DEFAULT 1;
 
-    WHILE EXISTS (
-        SELECT 1 FROM queue_delivery_state AS s
+    -- the callers run READ COMMITTED and hold the offsets row: plain reads see every row
+    WHILE p_has_rows = 1 AND v_passed = 1 DO
+        SELECT COUNT(*) INTO v_passed FROM queue_delivery_state AS s
         WHERE
             s.group_name = p_group AND s.partition_id = p_partition_id
-            AND s.msg_offset = v_next AND s.state >= 2
-    ) DO
-        SET v_next = v_next + 1;
+            AND s.msg_offset = v_next AND s.state >= 2;
+        IF v_passed = 1 THEN
+            SET v_next = v_next + 1;
+        END IF;
     END WHILE;
 
     UPDATE queue_offsets
@@ -31,6 +36,10 @@ BEGIN
         group_name = p_group AND partition_id = p_partition_id
         AND (offset_acked < v_next - 1 OR cursor_pending <> COALESCE(p_pending, cursor_pending));
 
-    DELETE FROM queue_delivery_state
-    WHERE group_name = p_group AND partition_id = p_partition_id AND msg_offset < v_next;
+    -- skipped when there are no rows: a range delete locks the next index record, which may be
+    -- another partition's, and makes fetch and ack of neighbouring partitions deadlock
+    IF p_has_rows = 1 THEN
+        DELETE FROM queue_delivery_state
+        WHERE group_name = p_group AND partition_id = p_partition_id AND msg_offset < v_next;
+    END IF;
 END

@@ -49,15 +49,12 @@ BEGIN
     SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
     WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
     IF v_pid IS NULL THEN
-        -- a publisher racing us to create it finds our row and waits for it with an exclusive
-        -- lock (INSERT IGNORE would take a shared one and both would deadlock upgrading it)
-        INSERT INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
-        VALUES (p_topic, v_slot, v_key, 0, v_now)
-        ON DUPLICATE KEY UPDATE last_offset = last_offset;
+        INSERT IGNORE INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
+        VALUES (p_topic, v_slot, v_key, 0, v_now);
         SELECT p.partition_id INTO v_pid
         FROM queue_partitions AS p
         WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot
-        FOR UPDATE;
+        LOCK IN SHARE MODE;
     END IF;
 
     -- the sequence row lock: held until the caller commits, so offsets follow commit order

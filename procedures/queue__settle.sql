@@ -34,6 +34,8 @@ BEGIN
     DECLARE v_settled INT DEFAULT 0;
     DECLARE v_stale INT DEFAULT 0;
     DECLARE v_dead INT DEFAULT 0;
+    -- delivery-state rows of the group on the current partition (0: none, skip the lookups)
+    DECLARE v_state_rows INT DEFAULT 0;
     DECLARE c_deliveries CURSOR FOR
         SELECT
             d.d_pid,
@@ -49,6 +51,9 @@ BEGIN
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
     {{ m.own_transaction_handler() }};
 
+    -- READ COMMITTED: the offsets row lock orders every writer of a partition's delivery state,
+    -- so plain reads after it are current, and no gap locks reach neighbouring partitions
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     OPEN c_deliveries;
     delivery_loop: LOOP
@@ -60,7 +65,7 @@ BEGIN
 
         IF v_cur_pid IS NULL OR v_pid <> v_cur_pid THEN
             IF v_known = 1 THEN
-                CALL queue__advance_watermark(p_group, v_cur_pid, v_wm, v_cpending, v_now);
+                CALL queue__advance_watermark(p_group, v_cur_pid, v_wm, v_cpending, v_state_rows > 0, v_now);
             END IF;
             SET v_cur_pid = v_pid;
             SET v_known = 0;
@@ -76,6 +81,8 @@ BEGIN
             FROM queue_offsets AS o
             WHERE o.group_name = p_group AND o.partition_id = v_pid
             FOR UPDATE;
+            SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
+            WHERE s.group_name = p_group AND s.partition_id = v_pid;
             SELECT MAX(s.max_attempts) INTO v_max_attempts
             FROM queue_partitions AS p
             INNER JOIN queue_subscriptions AS s ON p.topic = s.topic AND s.group_name = p_group
@@ -84,7 +91,7 @@ BEGIN
 
         -- which delivery of this message is current, if any
         SET v_has_row = 0;
-        IF v_known = 1 AND v_off > v_wm THEN
+        IF v_known = 1 AND v_off > v_wm AND v_state_rows > 0 THEN
             SELECT
                 1,
                 s.state,
@@ -114,6 +121,7 @@ BEGIN
             ELSEIF p_action = 4 OR (p_action = 2 AND v_attempts >= COALESCE(v_max_attempts, 1)) THEN
                 CALL queue__dead_letter_one(p_group, v_pid, v_off, v_attempts, p_error, v_now);
                 SET v_dead = v_dead + 1;
+                SET v_state_rows = v_state_rows + 1;
             ELSE
                 INSERT INTO queue_delivery_state (
                     group_name, partition_id, msg_offset, state, invisible_until, attempts, token,
@@ -133,6 +141,7 @@ BEGIN
                     attempts = IF(p_action = 5, GREATEST(v_attempts - 1, 0), v_attempts),
                     last_error = IF(p_action = 2, p_error, last_error),
                     updated_at = v_now;
+                SET v_state_rows = v_state_rows + 1;
             END IF;
             SET v_settled = v_settled + 1;
         END IF;
@@ -140,7 +149,7 @@ BEGIN
     CLOSE c_deliveries;
 
     IF v_known = 1 THEN
-        CALL queue__advance_watermark(p_group, v_cur_pid, v_wm, v_cpending, v_now);
+        CALL queue__advance_watermark(p_group, v_cur_pid, v_wm, v_cpending, v_state_rows > 0, v_now);
     END IF;
     COMMIT;
 

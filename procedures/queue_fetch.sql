@@ -42,9 +42,15 @@ BEGIN
     DECLARE v_redelivered LONGTEXT;
     -- the longest cursor range delivered, for the final read
     DECLARE v_span INT DEFAULT 1;
+    DECLARE v_has_offsets INT;
+    -- delivery-state rows of the group on the current partition (0: the steps that read them
+    -- are skipped: the common case, where every ack was in order)
+    DECLARE v_state_rows INT;
     -- the held partitions that may have something to deliver
     DECLARE c_partitions CURSOR FOR
-        SELECT l.partition_id
+        SELECT
+            l.partition_id,
+            o.partition_id IS NOT NULL AS has_offsets
         FROM queue_partition_leases AS l
         INNER JOIN queue_partitions AS p ON l.partition_id = p.partition_id
         LEFT JOIN queue_offsets AS o ON l.group_name = o.group_name AND l.partition_id = o.partition_id
@@ -83,16 +89,21 @@ BEGIN
         {{ m.fail('p_group is not subscribed to p_topic: call queue_subscribe first') }};
     END IF;
 
+    -- READ COMMITTED: the offsets row lock orders every writer of a partition's delivery state,
+    -- so plain reads after it are current, and no gap locks reach neighbouring partitions
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     OPEN c_partitions;
     partition_loop: LOOP
         SET v_done = 0;
-        FETCH c_partitions INTO v_pid;
+        FETCH c_partitions INTO v_pid, v_has_offsets;
         IF v_done = 1 OR v_delivered >= p_max_messages THEN
             LEAVE partition_loop;
         END IF;
 
-        CALL queue__open_offsets(v_group, v_pid, v_now);
+        IF v_has_offsets = 0 THEN
+            CALL queue__open_offsets(v_group, v_pid, v_now);
+        END IF;
         SELECT
             o.offset_acked,
             o.cursor_start,
@@ -110,13 +121,17 @@ BEGIN
         SET v_token = v_seq + 1;
         SET v_used = 0;
         SET v_dirty = 0;
+        SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
+        WHERE s.group_name = v_group AND s.partition_id = v_pid;
         -- the window: what this partition already has in flight
-        SET v_cap = LEAST(p_batch_size, p_max_messages - v_delivered) - (
-            SELECT COUNT(*) FROM queue_delivery_state AS s
+        SET v_cap = LEAST(p_batch_size, p_max_messages - v_delivered);
+        IF v_state_rows > 0 THEN
+            SELECT COUNT(*) INTO v_x FROM queue_delivery_state AS s
             WHERE
                 s.group_name = v_group AND s.partition_id = v_pid
-                AND s.state = 1 AND s.invisible_until > v_now
-        );
+                AND s.state = 1 AND s.invisible_until > v_now;
+            SET v_cap = v_cap - v_x;
+        END IF;
         IF v_cpending > 0 AND v_cuntil > v_now THEN
             SET v_cap = v_cap - v_cpending;
         END IF;
@@ -124,12 +139,13 @@ BEGIN
         -- 1. redelivered rows whose visibility passed at their last attempt go to the DLQ
         SET v_x = -1;
         expired_loop: LOOP
-            SET v_x = (
-                SELECT MIN(s.msg_offset) FROM queue_delivery_state AS s
-                WHERE
-                    s.group_name = v_group AND s.partition_id = v_pid AND s.msg_offset > v_x
-                    AND s.state = 1 AND s.invisible_until <= v_now AND s.attempts >= v_max_attempts
-            );
+            IF v_state_rows = 0 THEN
+                LEAVE expired_loop;
+            END IF;
+            SELECT MIN(s.msg_offset) INTO v_x FROM queue_delivery_state AS s
+            WHERE
+                s.group_name = v_group AND s.partition_id = v_pid AND s.msg_offset > v_x
+                AND s.state = 1 AND s.invisible_until <= v_now AND s.attempts >= v_max_attempts;
             IF v_x IS NULL THEN
                 LEAVE expired_loop;
             END IF;
@@ -142,12 +158,11 @@ BEGIN
         -- 2. the cursor batch's visibility passed: redeliver it whole, or dead-letter it
         IF v_cpending > 0 AND v_cuntil <= v_now THEN
             SET v_lo = GREATEST(v_wm + 1, v_cstart);
-            SET v_cpending = GREATEST(v_cpos - v_lo + 1, 0) - (
-                SELECT COUNT(*) FROM queue_delivery_state AS s
-                WHERE
-                    s.group_name = v_group AND s.partition_id = v_pid
-                    AND s.msg_offset BETWEEN v_lo AND v_cpos
-            );
+            SELECT COUNT(*) INTO v_x FROM queue_delivery_state AS s
+            WHERE
+                s.group_name = v_group AND s.partition_id = v_pid
+                AND s.msg_offset BETWEEN v_lo AND v_cpos;
+            SET v_cpending = GREATEST(v_cpos - v_lo + 1, 0) - v_x;
             IF v_cpending > 0 AND v_cattempt >= v_max_attempts THEN
                 SET v_x = v_lo;
                 WHILE v_x <= v_cpos DO
@@ -176,17 +191,15 @@ BEGIN
         END IF;
 
         -- 3. rows that are due: nacked or delayed messages whose time came, expired redeliveries
-        IF v_cap > 0 THEN
-            SET v_hi = (
-                SELECT MAX(due.msg_offset) FROM (
-                    SELECT s.msg_offset FROM queue_delivery_state AS s
-                    WHERE
-                        s.group_name = v_group AND s.partition_id = v_pid
-                        AND s.state <= 1 AND s.invisible_until <= v_now
-                    ORDER BY s.msg_offset
-                    LIMIT v_cap
-                ) AS due
-            );
+        IF v_cap > 0 AND v_state_rows > 0 THEN
+            SELECT MAX(due.msg_offset) INTO v_hi FROM (
+                SELECT s.msg_offset FROM queue_delivery_state AS s
+                WHERE
+                    s.group_name = v_group AND s.partition_id = v_pid
+                    AND s.state <= 1 AND s.invisible_until <= v_now
+                ORDER BY s.msg_offset
+                LIMIT v_cap
+            ) AS due;
             IF v_hi IS NOT NULL THEN
                 UPDATE queue_delivery_state
                 SET
@@ -281,15 +294,17 @@ BEGIN
             delivery_seq = IF(v_used = 1, v_token, delivery_seq), updated_at = v_now
         WHERE group_name = v_group AND partition_id = v_pid;
         IF v_dirty = 1 THEN
-            CALL queue__advance_watermark(v_group, v_pid, v_wm, NULL, v_now);
+            CALL queue__advance_watermark(v_group, v_pid, v_wm, NULL, 1, v_now);
         END IF;
     END LOOP;
     CLOSE c_partitions;
     COMMIT;
 
     -- one read of everything delivered, by primary key: cursor ranges expanded offset by offset
-    -- (kind 0: messages without a delivery-state row) and redelivered rows (kind 1)
-    SELECT
+    -- (kind 0: messages without a delivery-state row) and redelivered rows (kind 1). The join
+    -- order is forced: left to the optimizer, it read the log by partition alone (every message
+    -- of the partition) before matching the offsets
+    SELECT STRAIGHT_JOIN
         msg.partition_id,
         msg.msg_offset AS `offset`,
         d.d_token AS token,

@@ -111,10 +111,8 @@ BEGIN  -- noqa: LT02
             FROM queue_partitions AS p
             WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot;
             IF v_found = 0 THEN
-                -- exclusive even when another publisher created it first (see queue__append)
-                INSERT INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
-                VALUES (v_topic, v_slot, v_key, 0, v_now)
-                ON DUPLICATE KEY UPDATE last_offset = last_offset;
+                INSERT IGNORE INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
+                VALUES (v_topic, v_slot, v_key, 0, v_now);
             END IF;
             SELECT
                 p.partition_id,
@@ -224,15 +222,16 @@ BEGIN  -- noqa: LT02
 
     IF v_conflict = 0 THEN
         -- move each sequence to its new last offset: primary-key writes on rows we hold
-        UPDATE queue_partitions AS p
-        INNER JOIN (
+        -- (derived table first: read the other way round, the join would lock-scan the registry)
+        UPDATE (
             SELECT
                 o.partition_id,
                 MAX(o.msg_offset) AS last_offset
             FROM queue__publish_offsets AS o
             WHERE o.duplicate = 0
             GROUP BY o.partition_id
-        ) AS n ON p.partition_id = n.partition_id
+        ) AS n
+        STRAIGHT_JOIN queue_partitions AS p ON n.partition_id = p.partition_id
         SET p.last_offset = n.last_offset;
 
         {{ m.commit_if_own_transaction() }};

@@ -121,19 +121,22 @@ CREATE PROCEDURE queue__advance_watermark(
     IN p_partition_id BIGINT,
     IN p_watermark BIGINT,
     IN p_pending INT,
+    IN p_has_rows TINYINT,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
 BEGIN
     DECLARE v_next BIGINT DEFAULT p_watermark + 1;
+    DECLARE v_passed INT DEFAULT 1;
 
-    WHILE EXISTS (
-        SELECT 1 FROM queue_delivery_state AS s
+    WHILE p_has_rows = 1 AND v_passed = 1 DO
+        SELECT COUNT(*) INTO v_passed FROM queue_delivery_state AS s
         WHERE
             s.group_name = p_group AND s.partition_id = p_partition_id
-            AND s.msg_offset = v_next AND s.state >= 2
-    ) DO
-        SET v_next = v_next + 1;
+            AND s.msg_offset = v_next AND s.state >= 2;
+        IF v_passed = 1 THEN
+            SET v_next = v_next + 1;
+        END IF;
     END WHILE;
 
     UPDATE queue_offsets
@@ -146,8 +149,10 @@ BEGIN
         group_name = p_group AND partition_id = p_partition_id
         AND (offset_acked < v_next - 1 OR cursor_pending <> COALESCE(p_pending, cursor_pending));
 
-    DELETE FROM queue_delivery_state
-    WHERE group_name = p_group AND partition_id = p_partition_id AND msg_offset < v_next;
+    IF p_has_rows = 1 THEN
+        DELETE FROM queue_delivery_state
+        WHERE group_name = p_group AND partition_id = p_partition_id AND msg_offset < v_next;
+    END IF;
 END
 
 -- mysqlq:object procedure queue__append
@@ -195,13 +200,12 @@ BEGIN
     SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
     WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
     IF v_pid IS NULL THEN
-        INSERT INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
-        VALUES (p_topic, v_slot, v_key, 0, v_now)
-        ON DUPLICATE KEY UPDATE last_offset = last_offset;
+        INSERT IGNORE INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
+        VALUES (p_topic, v_slot, v_key, 0, v_now);
         SELECT p.partition_id INTO v_pid
         FROM queue_partitions AS p
         WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot
-        FOR UPDATE;
+        LOCK IN SHARE MODE;
     END IF;
 
     UPDATE queue_partitions SET last_offset = last_offset + 1
@@ -354,6 +358,7 @@ BEGIN
     DECLARE v_settled INT DEFAULT 0;
     DECLARE v_stale INT DEFAULT 0;
     DECLARE v_dead INT DEFAULT 0;
+    DECLARE v_state_rows INT DEFAULT 0;
     DECLARE c_deliveries CURSOR FOR
         SELECT
             d.d_pid,
@@ -373,6 +378,7 @@ BEGIN
         RESIGNAL;
     END;
 
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     OPEN c_deliveries;
     delivery_loop: LOOP
@@ -384,7 +390,7 @@ BEGIN
 
         IF v_cur_pid IS NULL OR v_pid <> v_cur_pid THEN
             IF v_known = 1 THEN
-                CALL queue__advance_watermark(p_group, v_cur_pid, v_wm, v_cpending, v_now);
+                CALL queue__advance_watermark(p_group, v_cur_pid, v_wm, v_cpending, v_state_rows > 0, v_now);
             END IF;
             SET v_cur_pid = v_pid;
             SET v_known = 0;
@@ -400,6 +406,8 @@ BEGIN
             FROM queue_offsets AS o
             WHERE o.group_name = p_group AND o.partition_id = v_pid
             FOR UPDATE;
+            SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
+            WHERE s.group_name = p_group AND s.partition_id = v_pid;
             SELECT MAX(s.max_attempts) INTO v_max_attempts
             FROM queue_partitions AS p
             INNER JOIN queue_subscriptions AS s ON p.topic = s.topic AND s.group_name = p_group
@@ -407,7 +415,7 @@ BEGIN
         END IF;
 
         SET v_has_row = 0;
-        IF v_known = 1 AND v_off > v_wm THEN
+        IF v_known = 1 AND v_off > v_wm AND v_state_rows > 0 THEN
             SELECT
                 1,
                 s.state,
@@ -435,6 +443,7 @@ BEGIN
             ELSEIF p_action = 4 OR (p_action = 2 AND v_attempts >= COALESCE(v_max_attempts, 1)) THEN
                 CALL queue__dead_letter_one(p_group, v_pid, v_off, v_attempts, p_error, v_now);
                 SET v_dead = v_dead + 1;
+                SET v_state_rows = v_state_rows + 1;
             ELSE
                 INSERT INTO queue_delivery_state (
                     group_name, partition_id, msg_offset, state, invisible_until, attempts, token,
@@ -454,6 +463,7 @@ BEGIN
                     attempts = IF(p_action = 5, GREATEST(v_attempts - 1, 0), v_attempts),
                     last_error = IF(p_action = 2, p_error, last_error),
                     updated_at = v_now;
+                SET v_state_rows = v_state_rows + 1;
             END IF;
             SET v_settled = v_settled + 1;
         END IF;
@@ -461,7 +471,7 @@ BEGIN
     CLOSE c_deliveries;
 
     IF v_known = 1 THEN
-        CALL queue__advance_watermark(p_group, v_cur_pid, v_wm, v_cpending, v_now);
+        CALL queue__advance_watermark(p_group, v_cur_pid, v_wm, v_cpending, v_state_rows > 0, v_now);
     END IF;
     COMMIT;
 
@@ -813,8 +823,12 @@ BEGIN
     DECLARE v_waiting LONGTEXT;
     DECLARE v_redelivered LONGTEXT;
     DECLARE v_span INT DEFAULT 1;
+    DECLARE v_has_offsets INT;
+    DECLARE v_state_rows INT;
     DECLARE c_partitions CURSOR FOR
-        SELECT l.partition_id
+        SELECT
+            l.partition_id,
+            o.partition_id IS NOT NULL AS has_offsets
         FROM queue_partition_leases AS l
         INNER JOIN queue_partitions AS p ON l.partition_id = p.partition_id
         LEFT JOIN queue_offsets AS o ON l.group_name = o.group_name AND l.partition_id = o.partition_id
@@ -873,16 +887,19 @@ BEGIN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group is not subscribed to p_topic: call queue_subscribe first';
     END IF;
 
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     OPEN c_partitions;
     partition_loop: LOOP
         SET v_done = 0;
-        FETCH c_partitions INTO v_pid;
+        FETCH c_partitions INTO v_pid, v_has_offsets;
         IF v_done = 1 OR v_delivered >= p_max_messages THEN
             LEAVE partition_loop;
         END IF;
 
-        CALL queue__open_offsets(v_group, v_pid, v_now);
+        IF v_has_offsets = 0 THEN
+            CALL queue__open_offsets(v_group, v_pid, v_now);
+        END IF;
         SELECT
             o.offset_acked,
             o.cursor_start,
@@ -900,24 +917,29 @@ BEGIN
         SET v_token = v_seq + 1;
         SET v_used = 0;
         SET v_dirty = 0;
-        SET v_cap = LEAST(p_batch_size, p_max_messages - v_delivered) - (
-            SELECT COUNT(*) FROM queue_delivery_state AS s
+        SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
+        WHERE s.group_name = v_group AND s.partition_id = v_pid;
+        SET v_cap = LEAST(p_batch_size, p_max_messages - v_delivered);
+        IF v_state_rows > 0 THEN
+            SELECT COUNT(*) INTO v_x FROM queue_delivery_state AS s
             WHERE
                 s.group_name = v_group AND s.partition_id = v_pid
-                AND s.state = 1 AND s.invisible_until > v_now
-        );
+                AND s.state = 1 AND s.invisible_until > v_now;
+            SET v_cap = v_cap - v_x;
+        END IF;
         IF v_cpending > 0 AND v_cuntil > v_now THEN
             SET v_cap = v_cap - v_cpending;
         END IF;
 
         SET v_x = -1;
         expired_loop: LOOP
-            SET v_x = (
-                SELECT MIN(s.msg_offset) FROM queue_delivery_state AS s
-                WHERE
-                    s.group_name = v_group AND s.partition_id = v_pid AND s.msg_offset > v_x
-                    AND s.state = 1 AND s.invisible_until <= v_now AND s.attempts >= v_max_attempts
-            );
+            IF v_state_rows = 0 THEN
+                LEAVE expired_loop;
+            END IF;
+            SELECT MIN(s.msg_offset) INTO v_x FROM queue_delivery_state AS s
+            WHERE
+                s.group_name = v_group AND s.partition_id = v_pid AND s.msg_offset > v_x
+                AND s.state = 1 AND s.invisible_until <= v_now AND s.attempts >= v_max_attempts;
             IF v_x IS NULL THEN
                 LEAVE expired_loop;
             END IF;
@@ -929,12 +951,11 @@ BEGIN
 
         IF v_cpending > 0 AND v_cuntil <= v_now THEN
             SET v_lo = GREATEST(v_wm + 1, v_cstart);
-            SET v_cpending = GREATEST(v_cpos - v_lo + 1, 0) - (
-                SELECT COUNT(*) FROM queue_delivery_state AS s
-                WHERE
-                    s.group_name = v_group AND s.partition_id = v_pid
-                    AND s.msg_offset BETWEEN v_lo AND v_cpos
-            );
+            SELECT COUNT(*) INTO v_x FROM queue_delivery_state AS s
+            WHERE
+                s.group_name = v_group AND s.partition_id = v_pid
+                AND s.msg_offset BETWEEN v_lo AND v_cpos;
+            SET v_cpending = GREATEST(v_cpos - v_lo + 1, 0) - v_x;
             IF v_cpending > 0 AND v_cattempt >= v_max_attempts THEN
                 SET v_x = v_lo;
                 WHILE v_x <= v_cpos DO
@@ -962,17 +983,15 @@ BEGIN
             END IF;
         END IF;
 
-        IF v_cap > 0 THEN
-            SET v_hi = (
-                SELECT MAX(due.msg_offset) FROM (
-                    SELECT s.msg_offset FROM queue_delivery_state AS s
-                    WHERE
-                        s.group_name = v_group AND s.partition_id = v_pid
-                        AND s.state <= 1 AND s.invisible_until <= v_now
-                    ORDER BY s.msg_offset
-                    LIMIT v_cap
-                ) AS due
-            );
+        IF v_cap > 0 AND v_state_rows > 0 THEN
+            SELECT MAX(due.msg_offset) INTO v_hi FROM (
+                SELECT s.msg_offset FROM queue_delivery_state AS s
+                WHERE
+                    s.group_name = v_group AND s.partition_id = v_pid
+                    AND s.state <= 1 AND s.invisible_until <= v_now
+                ORDER BY s.msg_offset
+                LIMIT v_cap
+            ) AS due;
             IF v_hi IS NOT NULL THEN
                 UPDATE queue_delivery_state
                 SET
@@ -1060,13 +1079,13 @@ BEGIN
             delivery_seq = IF(v_used = 1, v_token, delivery_seq), updated_at = v_now
         WHERE group_name = v_group AND partition_id = v_pid;
         IF v_dirty = 1 THEN
-            CALL queue__advance_watermark(v_group, v_pid, v_wm, NULL, v_now);
+            CALL queue__advance_watermark(v_group, v_pid, v_wm, NULL, 1, v_now);
         END IF;
     END LOOP;
     CLOSE c_partitions;
     COMMIT;
 
-    SELECT
+    SELECT STRAIGHT_JOIN
         msg.partition_id,
         msg.msg_offset AS `offset`,
         d.d_token AS token,
@@ -1391,6 +1410,7 @@ BEGIN
         ROLLBACK TO SAVEPOINT mysqlq_publish;
     END;
     IF v_own_transaction = 1 THEN
+        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
         START TRANSACTION;
     END IF;
     CALL queue__append(
@@ -1457,6 +1477,7 @@ BEGIN
         ROLLBACK TO SAVEPOINT mysqlq_publish;
     END;
     IF v_own_transaction = 1 THEN
+        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
         START TRANSACTION;
     END IF;
 
@@ -1546,9 +1567,8 @@ BEGIN
             FROM queue_partitions AS p
             WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot;
             IF v_found = 0 THEN
-                INSERT INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
-                VALUES (v_topic, v_slot, v_key, 0, v_now)
-                ON DUPLICATE KEY UPDATE last_offset = last_offset;
+                INSERT IGNORE INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
+                VALUES (v_topic, v_slot, v_key, 0, v_now);
             END IF;
             SELECT
                 p.partition_id,
@@ -1782,15 +1802,15 @@ BEGIN
     END IF;
 
     IF v_conflict = 0 THEN
-        UPDATE queue_partitions AS p
-        INNER JOIN (
+        UPDATE (
             SELECT
                 o.partition_id,
                 MAX(o.msg_offset) AS last_offset
             FROM queue__publish_offsets AS o
             WHERE o.duplicate = 0
             GROUP BY o.partition_id
-        ) AS n ON p.partition_id = n.partition_id
+        ) AS n
+        STRAIGHT_JOIN queue_partitions AS p ON n.partition_id = p.partition_id
         SET p.last_offset = n.last_offset;
 
         IF v_own_transaction = 1 THEN

@@ -13,7 +13,7 @@ revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "b1121350dd260e5f5016e63f5ee6554a76c0f67ff4cf7124a50ce2f6ff33b95f"
+snapshot_sha256 = "711858b6b780db10301bd40b726b79fb52af66eab28eba4c07203f8f7eab97c9"
 
 
 def upgrade() -> None:
