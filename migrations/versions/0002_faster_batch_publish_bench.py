@@ -13,7 +13,7 @@ revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "711858b6b780db10301bd40b726b79fb52af66eab28eba4c07203f8f7eab97c9"
+snapshot_sha256 = "3f244b801783be1c1a898e6aa03b7fb22282e21c5ee259ee02d95f2f9a1e331e"
 
 
 def upgrade() -> None:
