@@ -11,6 +11,7 @@ CREATE PROCEDURE queue__advance_watermark(
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
+SQL SECURITY DEFINER
 BEGIN
     DECLARE v_next BIGINT DEFAULT p_watermark + 1;
     DECLARE v_passed INT DEFAULT 1;

@@ -20,6 +20,7 @@ CREATE PROCEDURE queue__append(
     OUT p_duplicate TINYINT
 )
 MODIFIES SQL DATA
+SQL SECURITY DEFINER
 BEGIN
     DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};
     DECLARE v_partitions INT DEFAULT NULL;

@@ -10,6 +10,7 @@ CREATE PROCEDURE queue__dead_letter_one(
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
+SQL SECURITY DEFINER
 BEGIN
     DECLARE v_topic {{ m.name_local() }};
     DECLARE v_key {{ m.name_local() }};

@@ -7,6 +7,7 @@ CREATE PROCEDURE queue__open_offsets(
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
+SQL SECURITY DEFINER
 BEGIN
     DECLARE v_have INT;
     DECLARE v_first BIGINT;

@@ -7,6 +7,7 @@ CREATE PROCEDURE queue_ack(
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
+SQL SECURITY DEFINER
 BEGIN
     {{ m.check_identifier('p_group') }};
     {{ m.check_deliveries() }};

@@ -8,6 +8,7 @@ CREATE PROCEDURE queue_dead_letter(
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
+SQL SECURITY DEFINER
 BEGIN
     {{ m.check_identifier('p_group') }};
     {{ m.check_deliveries() }};

@@ -8,6 +8,7 @@ CREATE PROCEDURE queue_deregister(
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
+SQL SECURITY DEFINER
 BEGIN
     DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};
     DECLARE v_released INT;

@@ -6,6 +6,7 @@ CREATE PROCEDURE queue_gc(
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
+SQL SECURITY DEFINER
 BEGIN
     DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};
     DECLARE v_done INT DEFAULT 0;

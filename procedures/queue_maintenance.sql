@@ -5,6 +5,7 @@ CREATE PROCEDURE queue_maintenance(
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
+SQL SECURITY DEFINER
 BEGIN
     DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};
     {{ m.check_now() }};

@@ -9,6 +9,7 @@ CREATE PROCEDURE queue_nack(
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
+SQL SECURITY DEFINER
 BEGIN
     {{ m.check_identifier('p_group') }};
     {{ m.check_deliveries() }};

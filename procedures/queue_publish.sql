@@ -10,6 +10,7 @@ CREATE PROCEDURE queue_publish(
     IN p_delay_ms BIGINT
 )
 MODIFIES SQL DATA
+SQL SECURITY DEFINER
 BEGIN  -- noqa: LT02
     DECLARE v_offset BIGINT;  -- noqa: PRS,LT02
     DECLARE v_duplicate TINYINT;

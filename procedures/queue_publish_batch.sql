@@ -6,6 +6,7 @@ CREATE PROCEDURE queue_publish_batch(
     IN p_messages LONGTEXT
 )
 MODIFIES SQL DATA
+SQL SECURITY DEFINER
 BEGIN  -- noqa: LT02
     DECLARE v_now BIGINT DEFAULT {{ m.now_ms('NULL') }};  -- noqa: PRS,LT02
     DECLARE v_topic {{ m.name_local() }};

@@ -7,6 +7,7 @@ CREATE PROCEDURE queue_redrive(
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
+SQL SECURITY DEFINER
 BEGIN
     DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};
     DECLARE v_dlq {{ m.name_local() }};

@@ -11,6 +11,7 @@ CREATE PROCEDURE queue_subscribe(
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
+SQL SECURITY DEFINER
 BEGIN
     DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};
     DECLARE v_dlq TEXT;

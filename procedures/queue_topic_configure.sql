@@ -9,6 +9,7 @@ CREATE PROCEDURE queue_topic_configure(
     IN p_retention_ms BIGINT
 )
 MODIFIES SQL DATA
+SQL SECURITY DEFINER
 BEGIN
     DECLARE v_now BIGINT DEFAULT {{ m.now_ms('NULL') }};
 

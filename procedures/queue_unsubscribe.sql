@@ -6,6 +6,7 @@ CREATE PROCEDURE queue_unsubscribe(
     IN p_topic {{ m.name_param() }}
 )
 MODIFIES SQL DATA
+SQL SECURITY DEFINER
 BEGIN
     DECLARE v_removed INT;
     {{ m.own_transaction_handler() }};

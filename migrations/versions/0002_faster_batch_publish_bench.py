@@ -13,7 +13,7 @@ revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "3f244b801783be1c1a898e6aa03b7fb22282e21c5ee259ee02d95f2f9a1e331e"
+snapshot_sha256 = "4be5796783cf2f4206c74ac45b6c4acae5f802b5b6c0ad4e916d9afd50fd8f15"
 
 
 def upgrade() -> None:
