@@ -2,7 +2,8 @@
 
 Three small loops, each on its own connection, and a pool of handler threads:
 
-* **lease** — every ``lease_duration / 3``: heartbeat, renew, rebalance (``queue_acquire_leases``);
+* **lease** — every ``rebalance_interval`` (at most ``lease_duration / 3``): heartbeat, renew,
+  rebalance and pick up new partitions (``queue_acquire_leases``);
 * **fetch** — ``queue_fetch_wait`` for every partition held in one call: a long poll that waits
   inside the server, up to ``poll_interval``, until a held partition has work, then fetches;
 * **flush** — batches acks (and nacks, extends, dead letters, releases) into few calls;
@@ -123,6 +124,7 @@ class Subscriber:
         visibility_timeout: float = 60.0,
         max_attempts: int = 3,
         lease_duration: float = 30.0,
+        rebalance_interval: float = 1.0,
         poll_interval: float = 0.1,
         concurrency: int = 4,
         retry_backoff: float = 1.0,
@@ -138,6 +140,7 @@ class Subscriber:
         _positive("max_attempts", max_attempts, integer=True)
         _positive("visibility_timeout", visibility_timeout)
         _positive("lease_duration", lease_duration)
+        _positive("rebalance_interval", rebalance_interval)
         _positive("poll_interval", poll_interval)
         _positive("retry_backoff", retry_backoff, low=-1e-12)
         _positive("max_backoff", max_backoff, low=-1e-12)
@@ -150,6 +153,7 @@ class Subscriber:
         self.visibility_timeout = visibility_timeout
         self.max_attempts = max_attempts
         self.lease_duration = lease_duration
+        self.rebalance_interval = rebalance_interval
         self.poll_interval = poll_interval
         self.concurrency = concurrency
         self.retry_backoff = retry_backoff
@@ -271,7 +275,8 @@ class Subscriber:
 
     def _lease_loop(self) -> None:
         link = _Link(self.dsn, f"{self.name} lease", self._stopping)
-        interval = self.lease_duration / 3
+        # a new member gets its share, and a new key its consumer, within one interval
+        interval = min(self.lease_duration / 3, self.rebalance_interval)
         try:
             while not self._stopping.is_set():
                 started = time.monotonic()

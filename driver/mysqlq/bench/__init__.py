@@ -56,7 +56,7 @@ class BenchOptions:
                 "batch100": 10_000,
                 "batch1000": 20_000,
                 "publish_clients": (1, 4),
-                "consume_messages": 5_000,
+                "consume_messages": 10_000,
                 "consumers": (1, 2),
                 "kombu_messages": 1_000,
                 "kombu_consumers": (1,),
