@@ -16,7 +16,9 @@ BEGIN  -- noqa: LT02
     DECLARE v_error VARCHAR(255) DEFAULT NULL;
     DECLARE v_error_idx INT DEFAULT NULL;
     DECLARE v_before LONGTEXT;
-    DECLARE v_existing LONGTEXT;
+    DECLARE v_bases LONGTEXT;
+    DECLARE v_repeated INT;
+    DECLARE v_existing INT;
     DECLARE v_keys LONGTEXT;
     DECLARE v_i INT;
     DECLARE v_pid BIGINT;
@@ -47,116 +49,160 @@ BEGIN  -- noqa: LT02
         WHERE t.topic = v_topic LOCK IN SHARE MODE;
     END IF;
 
-    -- ids the log holds already (G1), as [idx, offset] pairs, by a plain read that takes no locks
-    SELECT JSON_ARRAYAGG(JSON_ARRAY(e.j_idx, msg.msg_offset)) INTO v_existing
-    FROM {{ m.batch_keys() }} AS e
-    INNER JOIN queue_partitions AS p
-        ON p.topic = v_topic AND p.partition_key = {{ m.batch_part_key() }} AND p.slot = {{ m.batch_slot() }}
-    INNER JOIN queue_messages AS msg
-        ON p.partition_id = msg.partition_id AND e.msg_id = msg.message_id;
-
-    -- each element's partition and rank among the batch's new messages of that partition, in a
-    -- session table filled from the JSON alone (reading a shared table here would lock it)
+    -- the batch's keys, parsed once into a session table: each element's partition (numbered in
+    -- key order) and its rank in that partition. Filled from the JSON alone: reading a shared
+    -- table here would lock it
     DROP TEMPORARY TABLE IF EXISTS queue__publish_offsets;
     CREATE TEMPORARY TABLE queue__publish_offsets (
         idx INT NOT NULL,
+        part_no INT NOT NULL,
         part_key {{ m.name_local() }} NULL,
         slot INT NULL,
+        msg_id {{ m.name_local() }} NULL,
         new_rank INT NOT NULL,
-        duplicate TINYINT NOT NULL,
-        partition_id BIGINT NULL,
-        msg_offset BIGINT NULL,
-        PRIMARY KEY (idx),
-        KEY queue__publish_offsets_by_partition (part_key, slot)
+        PRIMARY KEY (idx)
     ) ENGINE = InnoDB;
-    INSERT INTO queue__publish_offsets (idx, part_key, slot, new_rank, duplicate, msg_offset)
+    INSERT INTO queue__publish_offsets (idx, part_no, part_key, slot, msg_id, new_rank)
     SELECT
-        e.j_idx,
-        IF(CHAR_LENGTH(e.msg_key) <= 191 OR e.msg_key IS NULL, {{ m.batch_part_key() }}, NULL),
-        {{ m.batch_slot() }},
-        ROW_NUMBER() OVER (PARTITION BY {{ m.batch_part_key() }}, {{ m.batch_slot() }}, x.x_idx IS NULL ORDER BY e.j_idx),
-        x.x_idx IS NOT NULL,
-        x.x_offset
-    FROM {{ m.batch_keys() }} AS e
-    LEFT JOIN JSON_TABLE(COALESCE(v_existing, '[]'), '$[*]' COLUMNS (
-        x_idx INT PATH '$[0]',
-        x_offset BIGINT PATH '$[1]'
-    )) AS x ON e.j_idx = x.x_idx;
+        k.j_idx,
+        DENSE_RANK() OVER (ORDER BY k.part_key, k.slot),
+        k.part_key,
+        k.slot,
+        k.msg_id,
+        ROW_NUMBER() OVER (PARTITION BY k.part_key, k.slot ORDER BY k.j_idx)
+    FROM (
+        SELECT
+            e.j_idx,
+            IF(CHAR_LENGTH(e.msg_key) <= 191 OR e.msg_key IS NULL, {{ m.batch_part_key() }}, NULL) AS part_key,
+            {{ m.batch_slot() }} AS slot,
+            IF(CHAR_LENGTH(e.msg_id) <= 191, e.msg_id, NULL) AS msg_id
+        FROM {{ m.batch_keys() }} AS e
+    ) AS k;
 
     -- the sequence row of every partition the batch needs, created if missing and locked until
-    -- the caller commits (G3), in key order; the row is locked only once it exists (a locking
-    -- read of a missing key would lock the gap and block other publishers creating partitions).
-    -- A new message takes the next offsets of its sequence; a known id keeps the offset it has
+    -- the caller commits (G3), in key order. Under REPEATABLE READ (the caller's transaction) a
+    -- locking read of a missing key would lock the gap and block other publishers creating
+    -- partitions, so the row is locked only once it exists; READ COMMITTED (our own
+    -- transaction) takes no gap locks and needs no plain read first
     BEGIN
         DECLARE v_done INT DEFAULT 0;
+        DECLARE v_part_no INT;
         DECLARE v_key {{ m.name_local() }};
         DECLARE v_slot INT;
         DECLARE v_found INT;
         DECLARE c_partitions CURSOR FOR
             SELECT DISTINCT
+                o.part_no,
                 o.part_key,
                 o.slot
             FROM queue__publish_offsets AS o
             WHERE o.part_key IS NOT NULL
-            ORDER BY o.part_key, o.slot;
+            ORDER BY o.part_no;
         DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-        SET v_before = '{}';
+        SET v_bases = '[]';
         OPEN c_partitions;
         partition_loop: LOOP
             SET v_done = 0;
-            FETCH c_partitions INTO v_key, v_slot;
+            FETCH c_partitions INTO v_part_no, v_key, v_slot;
             IF v_done = 1 THEN
                 LEAVE partition_loop;
             END IF;
-            SELECT COUNT(*) INTO v_found
-            FROM queue_partitions AS p
-            WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot;
-            IF v_found = 0 THEN
+            SET v_pid = NULL;
+            IF v_own_transaction = 1 THEN
+                SELECT
+                    p.partition_id,
+                    p.last_offset
+                INTO v_pid, v_last
+                FROM queue_partitions AS p
+                WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot
+                FOR UPDATE;
+            ELSE
+                SELECT COUNT(*) INTO v_found
+                FROM queue_partitions AS p
+                WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot;
+                IF v_found = 1 THEN
+                    SELECT
+                        p.partition_id,
+                        p.last_offset
+                    INTO v_pid, v_last
+                    FROM queue_partitions AS p
+                    WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot
+                    FOR UPDATE;
+                END IF;
+            END IF;
+            IF v_pid IS NULL THEN
                 INSERT IGNORE INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
                 VALUES (v_topic, v_slot, v_key, 0, v_now);
+                SELECT
+                    p.partition_id,
+                    p.last_offset
+                INTO v_pid, v_last
+                FROM queue_partitions AS p
+                WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot
+                FOR UPDATE;
             END IF;
-            SELECT
-                p.partition_id,
-                p.last_offset
-            INTO v_pid, v_last
-            FROM queue_partitions AS p
-            WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot
-            FOR UPDATE;
-            SET v_before = JSON_SET(v_before, CONCAT('$."', v_pid, '"'), v_last);
-            UPDATE queue__publish_offsets AS o
-            SET
-                o.partition_id = v_pid,
-                o.msg_offset = IF(o.duplicate = 1, o.msg_offset, v_last + o.new_rank)
-            WHERE o.part_key = v_key AND o.slot = v_slot;
+            SET v_bases = JSON_ARRAY_APPEND(v_bases, '$', JSON_ARRAY(v_part_no, v_pid, v_last));
         END LOOP;
         CLOSE c_partitions;
     END;
+    DROP TEMPORARY TABLE IF EXISTS queue__publish_partitions;
+    CREATE TEMPORARY TABLE queue__publish_partitions (
+        part_no INT NOT NULL,
+        partition_id BIGINT NOT NULL,
+        base_offset BIGINT NOT NULL,
+        PRIMARY KEY (part_no)
+    ) ENGINE = InnoDB;
+    INSERT INTO queue__publish_partitions (part_no, partition_id, base_offset)
+    SELECT
+        b.b_part_no,
+        b.b_pid,
+        b.b_last
+    FROM JSON_TABLE(v_bases, '$[*]' COLUMNS (
+        b_part_no INT PATH '$[0]',
+        b_pid BIGINT PATH '$[1]',
+        b_last BIGINT PATH '$[2]'
+    )) AS b;
+
+    -- ids the log holds already (G1) or that the batch repeats: such a batch takes the careful
+    -- path below, message by message. A plain read, so it takes no locks
+    SELECT
+        COUNT(msg.message_id),
+        COUNT(*) - COUNT(DISTINCT tp.partition_id, o.msg_id)
+    INTO v_existing, v_repeated
+    FROM queue__publish_offsets AS o
+    INNER JOIN queue__publish_partitions AS tp ON o.part_no = tp.part_no
+    LEFT JOIN queue_messages AS msg ON tp.partition_id = msg.partition_id AND o.msg_id = msg.message_id;
+    IF v_existing > 0 OR v_repeated > 0 THEN
+        SET v_conflict = 1;
+    END IF;
 
     -- one pass writes the batch, checking every element on the way: an invalid one gets a NULL
-    -- offset and fails the statement (1048); an id repeated within the batch fails it too (1062)
-    -- and takes the careful path below
-    BEGIN
-        -- an invalid value: NULL in a NOT NULL column, out of range, truncated, incorrect, bad base64
-        DECLARE CONTINUE HANDLER FOR 1048, 1264, 1265, 1292, 1366, 1406, 1958 SET v_invalid = 1;
-        DECLARE CONTINUE HANDLER FOR 1062 SET v_conflict = 1;
-        INSERT INTO queue_messages (
-            partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
-            published_at, deliver_at
-        )
-        SELECT
-            o.partition_id,
-            IF({{ m.batch_problem(fast=True) }} IS NULL, o.msg_offset, NULL),
-            v_topic,
-            e.msg_key,
-            e.msg_id,
-            {{ m.batch_payload() }},
-            {{ m.batch_metadata() }},
-            v_now,
-            v_now + {{ m.batch_delay() }}
-        FROM {{ m.batch_elements() }} AS e
-        INNER JOIN queue__publish_offsets AS o ON e.j_idx = o.idx
-        WHERE o.duplicate = 0 OR {{ m.batch_problem(fast=True) }} IS NOT NULL;
-    END;
+    -- offset and fails the statement (1048); an id committed since our read fails it too (1062)
+    -- and takes the careful path
+    IF v_conflict = 0 THEN
+        BEGIN
+            -- an invalid value: NULL in a NOT NULL column, out of range, truncated, incorrect, bad base64
+            DECLARE CONTINUE HANDLER FOR 1048, 1264, 1265, 1292, 1366, 1406, 1958 SET v_invalid = 1;
+            DECLARE CONTINUE HANDLER FOR 1062 SET v_conflict = 1;
+            INSERT INTO queue_messages (
+                partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
+                published_at, deliver_at
+            )
+            SELECT
+                tp.partition_id,
+                IF({{ m.batch_problem(fast=True) }} IS NULL, tp.base_offset + o.new_rank, NULL),
+                v_topic,
+                e.msg_key,
+                e.msg_id,
+                {{ m.batch_payload() }},
+                {{ m.batch_metadata() }},
+                v_now,
+                v_now + {{ m.batch_delay() }}
+            FROM {{ m.batch_elements() }} AS e
+            INNER JOIN queue__publish_offsets AS o ON e.j_idx = o.idx
+            LEFT JOIN queue__publish_partitions AS tp ON o.part_no = tp.part_no;
+        END;
+    END IF;
 
     -- bad input: name the first bad element by its 0-based index and field (checked on the
     -- careful path too, which must not store what the one-pass insert would have refused)
@@ -186,7 +232,7 @@ BEGIN  -- noqa: LT02
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_error;
     END IF;
 
-    -- a repeated id (in the batch, or committed after our snapshot): message by message
+    -- a repeated id (in the batch, or in the log): message by message
     IF v_conflict = 1 THEN
         BEGIN
             DECLARE v_done INT DEFAULT 0;
@@ -222,15 +268,15 @@ BEGIN  -- noqa: LT02
     END IF;
 
     IF v_conflict = 0 THEN
-        -- move each sequence to its new last offset: primary-key writes on rows we hold
-        -- (derived table first: read the other way round, the join would lock-scan the registry)
+        -- move each sequence past the rows written: primary-key writes on rows we hold
+        -- (the session table first: read the other way round, the join would lock-scan)
         UPDATE (
             SELECT
-                o.partition_id,
-                MAX(o.msg_offset) AS last_offset
+                tp.partition_id,
+                tp.base_offset + COUNT(*) AS last_offset
             FROM queue__publish_offsets AS o
-            WHERE o.duplicate = 0
-            GROUP BY o.partition_id
+            INNER JOIN queue__publish_partitions AS tp ON o.part_no = tp.part_no
+            GROUP BY tp.partition_id, tp.base_offset
         ) AS n
         STRAIGHT_JOIN queue_partitions AS p ON n.partition_id = p.partition_id
         SET p.last_offset = n.last_offset;
@@ -239,11 +285,14 @@ BEGIN  -- noqa: LT02
 
         SELECT
             o.idx - 1 AS idx,
-            o.msg_offset AS `offset`,
-            o.duplicate
+            tp.base_offset + o.new_rank AS `offset`,
+            0 AS duplicate
         FROM queue__publish_offsets AS o
+        INNER JOIN queue__publish_partitions AS tp ON o.part_no = tp.part_no
         ORDER BY o.idx;
     ELSE
+        SELECT JSON_OBJECTAGG(CAST(tp.partition_id AS CHAR), tp.base_offset) INTO v_before
+        FROM queue__publish_partitions AS tp;
         -- after the careful path: each sequence to the last offset now in the log (our own new
         -- rows are visible to our plain reads, and nobody else can add to these partitions)
         SET v_keys = JSON_KEYS(v_before);
@@ -272,4 +321,5 @@ BEGIN  -- noqa: LT02
         ORDER BY e.j_idx;
     END IF;
     DROP TEMPORARY TABLE queue__publish_offsets;
+    DROP TEMPORARY TABLE queue__publish_partitions;
 END

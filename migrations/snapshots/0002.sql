@@ -1500,7 +1500,9 @@ BEGIN
     DECLARE v_error VARCHAR(255) DEFAULT NULL;
     DECLARE v_error_idx INT DEFAULT NULL;
     DECLARE v_before LONGTEXT;
-    DECLARE v_existing LONGTEXT;
+    DECLARE v_bases LONGTEXT;
+    DECLARE v_repeated INT;
+    DECLARE v_existing INT;
     DECLARE v_keys LONGTEXT;
     DECLARE v_i INT;
     DECLARE v_pid BIGINT;
@@ -1547,44 +1549,31 @@ BEGIN
         WHERE t.topic = v_topic LOCK IN SHARE MODE;
     END IF;
 
-    SELECT JSON_ARRAYAGG(JSON_ARRAY(e.j_idx, msg.msg_offset)) INTO v_existing
-    FROM (
-        SELECT
-            k.j_idx,
-            k.j_key_s AS msg_key,
-            COALESCE(k.j_id_s, CONCAT(v_batch, ':', k.j_idx)) AS msg_id
-        FROM JSON_TABLE(p_messages, '$[*]' COLUMNS (
-            j_idx FOR ORDINALITY,
-            j_key_s VARCHAR(192) PATH '$.key',
-            j_id_s VARCHAR(192) PATH '$.id'
-        )) AS k
-    ) AS e
-    INNER JOIN queue_partitions AS p
-        ON p.topic = v_topic AND p.partition_key = COALESCE(e.msg_key, '') AND p.slot = IF(e.msg_key IS NULL, CRC32(e.msg_id) % v_partitions, -1)
-    INNER JOIN queue_messages AS msg
-        ON p.partition_id = msg.partition_id AND e.msg_id = msg.message_id;
-
     DROP TEMPORARY TABLE IF EXISTS queue__publish_offsets;
     CREATE TEMPORARY TABLE queue__publish_offsets (
         idx INT NOT NULL,
+        part_no INT NOT NULL,
         part_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
         slot INT NULL,
+        msg_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
         new_rank INT NOT NULL,
-        duplicate TINYINT NOT NULL,
-        partition_id BIGINT NULL,
-        msg_offset BIGINT NULL,
-        PRIMARY KEY (idx),
-        KEY queue__publish_offsets_by_partition (part_key, slot)
+        PRIMARY KEY (idx)
     ) ENGINE = InnoDB;
-    INSERT INTO queue__publish_offsets (idx, part_key, slot, new_rank, duplicate, msg_offset)
+    INSERT INTO queue__publish_offsets (idx, part_no, part_key, slot, msg_id, new_rank)
     SELECT
-        e.j_idx,
-        IF(CHAR_LENGTH(e.msg_key) <= 191 OR e.msg_key IS NULL, COALESCE(e.msg_key, ''), NULL),
-        IF(e.msg_key IS NULL, CRC32(e.msg_id) % v_partitions, -1),
-        ROW_NUMBER() OVER (PARTITION BY COALESCE(e.msg_key, ''), IF(e.msg_key IS NULL, CRC32(e.msg_id) % v_partitions, -1), x.x_idx IS NULL ORDER BY e.j_idx),
-        x.x_idx IS NOT NULL,
-        x.x_offset
+        k.j_idx,
+        DENSE_RANK() OVER (ORDER BY k.part_key, k.slot),
+        k.part_key,
+        k.slot,
+        k.msg_id,
+        ROW_NUMBER() OVER (PARTITION BY k.part_key, k.slot ORDER BY k.j_idx)
     FROM (
+        SELECT
+            e.j_idx,
+            IF(CHAR_LENGTH(e.msg_key) <= 191 OR e.msg_key IS NULL, COALESCE(e.msg_key, ''), NULL) AS part_key,
+            IF(e.msg_key IS NULL, CRC32(e.msg_id) % v_partitions, -1) AS slot,
+            IF(CHAR_LENGTH(e.msg_id) <= 191, e.msg_id, NULL) AS msg_id
+        FROM (
         SELECT
             k.j_idx,
             k.j_key_s AS msg_key,
@@ -1595,66 +1584,109 @@ BEGIN
             j_id_s VARCHAR(192) PATH '$.id'
         )) AS k
     ) AS e
-    LEFT JOIN JSON_TABLE(COALESCE(v_existing, '[]'), '$[*]' COLUMNS (
-        x_idx INT PATH '$[0]',
-        x_offset BIGINT PATH '$[1]'
-    )) AS x ON e.j_idx = x.x_idx;
+    ) AS k;
 
     BEGIN
         DECLARE v_done INT DEFAULT 0;
+        DECLARE v_part_no INT;
         DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
         DECLARE v_slot INT;
         DECLARE v_found INT;
         DECLARE c_partitions CURSOR FOR
             SELECT DISTINCT
+                o.part_no,
                 o.part_key,
                 o.slot
             FROM queue__publish_offsets AS o
             WHERE o.part_key IS NOT NULL
-            ORDER BY o.part_key, o.slot;
+            ORDER BY o.part_no;
         DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-        SET v_before = '{}';
+        SET v_bases = '[]';
         OPEN c_partitions;
         partition_loop: LOOP
             SET v_done = 0;
-            FETCH c_partitions INTO v_key, v_slot;
+            FETCH c_partitions INTO v_part_no, v_key, v_slot;
             IF v_done = 1 THEN
                 LEAVE partition_loop;
             END IF;
-            SELECT COUNT(*) INTO v_found
-            FROM queue_partitions AS p
-            WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot;
-            IF v_found = 0 THEN
+            SET v_pid = NULL;
+            IF v_own_transaction = 1 THEN
+                SELECT
+                    p.partition_id,
+                    p.last_offset
+                INTO v_pid, v_last
+                FROM queue_partitions AS p
+                WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot
+                FOR UPDATE;
+            ELSE
+                SELECT COUNT(*) INTO v_found
+                FROM queue_partitions AS p
+                WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot;
+                IF v_found = 1 THEN
+                    SELECT
+                        p.partition_id,
+                        p.last_offset
+                    INTO v_pid, v_last
+                    FROM queue_partitions AS p
+                    WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot
+                    FOR UPDATE;
+                END IF;
+            END IF;
+            IF v_pid IS NULL THEN
                 INSERT IGNORE INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
                 VALUES (v_topic, v_slot, v_key, 0, v_now);
+                SELECT
+                    p.partition_id,
+                    p.last_offset
+                INTO v_pid, v_last
+                FROM queue_partitions AS p
+                WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot
+                FOR UPDATE;
             END IF;
-            SELECT
-                p.partition_id,
-                p.last_offset
-            INTO v_pid, v_last
-            FROM queue_partitions AS p
-            WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot
-            FOR UPDATE;
-            SET v_before = JSON_SET(v_before, CONCAT('$."', v_pid, '"'), v_last);
-            UPDATE queue__publish_offsets AS o
-            SET
-                o.partition_id = v_pid,
-                o.msg_offset = IF(o.duplicate = 1, o.msg_offset, v_last + o.new_rank)
-            WHERE o.part_key = v_key AND o.slot = v_slot;
+            SET v_bases = JSON_ARRAY_APPEND(v_bases, '$', JSON_ARRAY(v_part_no, v_pid, v_last));
         END LOOP;
         CLOSE c_partitions;
     END;
+    DROP TEMPORARY TABLE IF EXISTS queue__publish_partitions;
+    CREATE TEMPORARY TABLE queue__publish_partitions (
+        part_no INT NOT NULL,
+        partition_id BIGINT NOT NULL,
+        base_offset BIGINT NOT NULL,
+        PRIMARY KEY (part_no)
+    ) ENGINE = InnoDB;
+    INSERT INTO queue__publish_partitions (part_no, partition_id, base_offset)
+    SELECT
+        b.b_part_no,
+        b.b_pid,
+        b.b_last
+    FROM JSON_TABLE(v_bases, '$[*]' COLUMNS (
+        b_part_no INT PATH '$[0]',
+        b_pid BIGINT PATH '$[1]',
+        b_last BIGINT PATH '$[2]'
+    )) AS b;
 
-    BEGIN
-        DECLARE CONTINUE HANDLER FOR 1048, 1264, 1265, 1292, 1366, 1406, 1958 SET v_invalid = 1;
-        DECLARE CONTINUE HANDLER FOR 1062 SET v_conflict = 1;
-        INSERT INTO queue_messages (
-            partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
-            published_at, deliver_at
-        )
-        SELECT
-            o.partition_id,
-            IF(CASE
+    SELECT
+        COUNT(msg.message_id),
+        COUNT(*) - COUNT(DISTINCT tp.partition_id, o.msg_id)
+    INTO v_existing, v_repeated
+    FROM queue__publish_offsets AS o
+    INNER JOIN queue__publish_partitions AS tp ON o.part_no = tp.part_no
+    LEFT JOIN queue_messages AS msg ON tp.partition_id = msg.partition_id AND o.msg_id = msg.message_id;
+    IF v_existing > 0 OR v_repeated > 0 THEN
+        SET v_conflict = 1;
+    END IF;
+
+    IF v_conflict = 0 THEN
+        BEGIN
+            DECLARE CONTINUE HANDLER FOR 1048, 1264, 1265, 1292, 1366, 1406, 1958 SET v_invalid = 1;
+            DECLARE CONTINUE HANDLER FOR 1062 SET v_conflict = 1;
+            INSERT INTO queue_messages (
+                partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
+                published_at, deliver_at
+            )
+            SELECT
+                tp.partition_id,
+                IF(CASE
             WHEN NOT (
                 e.msg_key IS NULL AND (e.j_key IS NULL OR LEFT(e.j_key, 1) = 'n')
                 OR LEFT(e.j_key, 1) = '"'
@@ -1679,15 +1711,15 @@ BEGIN
                 OR e.j_delay REGEXP '^[0-9]{1,11}$' AND e.j_delay_n <= 31536000000
             )
                 THEN 'delay_ms must be null or an integer between 0 and 31536000000'
-        END IS NULL, o.msg_offset, NULL),
-            v_topic,
-            e.msg_key,
-            e.msg_id,
-            COALESCE(FROM_BASE64(JSON_UNQUOTE(e.j_payload_b64)), CAST(JSON_UNQUOTE(e.j_payload) AS BINARY)),
-            IF(LEFT(e.j_metadata, 1) = '{', e.j_metadata, NULL),
-            v_now,
-            v_now + COALESCE(e.j_delay_n, 0)
-        FROM (
+        END IS NULL, tp.base_offset + o.new_rank, NULL),
+                v_topic,
+                e.msg_key,
+                e.msg_id,
+                COALESCE(FROM_BASE64(JSON_UNQUOTE(e.j_payload_b64)), CAST(JSON_UNQUOTE(e.j_payload) AS BINARY)),
+                IF(LEFT(e.j_metadata, 1) = '{', e.j_metadata, NULL),
+                v_now,
+                v_now + COALESCE(e.j_delay_n, 0)
+            FROM (
         SELECT
             j.*,
             IF(j.j_key IS NULL OR LEFT(j.j_key, 1) = 'n', NULL, j.j_key_s) AS msg_key,
@@ -1705,34 +1737,10 @@ BEGIN
             j_delay_n BIGINT PATH '$.delay_ms'
         )) AS j
     ) AS e
-        INNER JOIN queue__publish_offsets AS o ON e.j_idx = o.idx
-        WHERE o.duplicate = 0 OR CASE
-            WHEN NOT (
-                e.msg_key IS NULL AND (e.j_key IS NULL OR LEFT(e.j_key, 1) = 'n')
-                OR LEFT(e.j_key, 1) = '"'
-                AND CHAR_LENGTH(COALESCE(e.j_key_s, '')) BETWEEN 1 AND 191
-                AND e.j_key_s NOT LIKE '% '
-            )
-                THEN 'key must be null or a string of 1 to 191 characters, not ending in a space'
-            WHEN NOT (
-                e.j_id IS NULL OR LEFT(e.j_id, 1) = 'n'
-                OR LEFT(e.j_id, 1) = '"'
-                AND CHAR_LENGTH(COALESCE(e.j_id_s, '')) BETWEEN 1 AND 191
-                AND e.j_id_s NOT LIKE '% '
-            )
-                THEN 'id must be null or a string of 1 to 191 characters, not ending in a space'
-            WHEN
-                (COALESCE(LEFT(e.j_payload, 1), '') = '"')
-                + (COALESCE(LEFT(e.j_payload_b64, 1), '') = '"') <> 1
-                THEN 'must have exactly one of payload (string) and payload_b64 (base64 string)'            WHEN NOT (e.j_metadata IS NULL OR LEFT(e.j_metadata, 1) IN ('n', '{'))
-                THEN 'metadata must be null or a JSON object'
-            WHEN NOT (
-                e.j_delay IS NULL OR LEFT(e.j_delay, 1) = 'n'
-                OR e.j_delay REGEXP '^[0-9]{1,11}$' AND e.j_delay_n <= 31536000000
-            )
-                THEN 'delay_ms must be null or an integer between 0 and 31536000000'
-        END IS NOT NULL;
-    END;
+            INNER JOIN queue__publish_offsets AS o ON e.j_idx = o.idx
+            LEFT JOIN queue__publish_partitions AS tp ON o.part_no = tp.part_no;
+        END;
+    END IF;
 
     IF v_invalid = 1 OR v_conflict = 1 THEN
         SELECT
@@ -1862,11 +1870,11 @@ BEGIN
     IF v_conflict = 0 THEN
         UPDATE (
             SELECT
-                o.partition_id,
-                MAX(o.msg_offset) AS last_offset
+                tp.partition_id,
+                tp.base_offset + COUNT(*) AS last_offset
             FROM queue__publish_offsets AS o
-            WHERE o.duplicate = 0
-            GROUP BY o.partition_id
+            INNER JOIN queue__publish_partitions AS tp ON o.part_no = tp.part_no
+            GROUP BY tp.partition_id, tp.base_offset
         ) AS n
         STRAIGHT_JOIN queue_partitions AS p ON n.partition_id = p.partition_id
         SET p.last_offset = n.last_offset;
@@ -1879,11 +1887,14 @@ BEGIN
 
         SELECT
             o.idx - 1 AS idx,
-            o.msg_offset AS `offset`,
-            o.duplicate
+            tp.base_offset + o.new_rank AS `offset`,
+            0 AS duplicate
         FROM queue__publish_offsets AS o
+        INNER JOIN queue__publish_partitions AS tp ON o.part_no = tp.part_no
         ORDER BY o.idx;
     ELSE
+        SELECT JSON_OBJECTAGG(CAST(tp.partition_id AS CHAR), tp.base_offset) INTO v_before
+        FROM queue__publish_partitions AS tp;
         SET v_keys = JSON_KEYS(v_before);
         SET v_i = 0;
         WHILE v_i < JSON_LENGTH(v_keys) DO
@@ -1924,6 +1935,7 @@ BEGIN
         ORDER BY e.j_idx;
     END IF;
     DROP TEMPORARY TABLE queue__publish_offsets;
+    DROP TEMPORARY TABLE queue__publish_partitions;
 END
 
 -- mysqlq:object procedure queue_redrive

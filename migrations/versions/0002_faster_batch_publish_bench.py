@@ -13,7 +13,7 @@ revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "4be5796783cf2f4206c74ac45b6c4acae5f802b5b6c0ad4e916d9afd50fd8f15"
+snapshot_sha256 = "e717cd88baece76dbb559dd28831dced98a998ac58787fd3c094b6904f5da044"
 
 
 def upgrade() -> None:
