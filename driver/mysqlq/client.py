@@ -82,27 +82,42 @@ def _delay_ms(delay: float | None) -> int:
     return round(delay * 1000)
 
 
-def _batch_element(message: Any) -> dict[str, Any]:
-    """One element of queue_publish_batch's JSON from a payload or a mapping."""
-    if isinstance(message, (bytes, bytearray, memoryview, str)):
+_BATCH_FIELDS = frozenset({"payload", "key", "id", "metadata", "delay"})
+
+
+def _batch_element(message: Any, default_id: str) -> dict[str, Any]:
+    """One element of queue_publish_batch's JSON from a payload or a mapping.
+
+    ``default_id`` is the id of a message given without one: made by the driver, so that a retry
+    after a lost reply is recognised as a duplicate.
+    """
+    if isinstance(message, bytes):
+        return {"payload_b64": base64.b64encode(message).decode("ascii"), "id": default_id}
+    if isinstance(message, (bytearray, memoryview, str)):
         message = {"payload": message}
     if not isinstance(message, Mapping):
         raise InvalidArgument(
             "publish_batch takes payloads (bytes or str) or mappings with a 'payload' key"
         )
-    unknown = set(message) - {"payload", "key", "id", "metadata", "delay"}
+    unknown = message.keys() - _BATCH_FIELDS
     if unknown:
         raise InvalidArgument(f"unknown message field(s): {', '.join(sorted(unknown))}")
     if "payload" not in message:
         raise InvalidArgument("every message needs a 'payload'")
+    payload = message["payload"]
     element: dict[str, Any] = {
-        "payload_b64": base64.b64encode(_payload_bytes(message["payload"])).decode("ascii"),
-        "id": uuid.uuid4().hex if message.get("id") is None else message["id"],
+        "payload_b64": base64.b64encode(
+            payload if isinstance(payload, bytes) else _payload_bytes(payload)
+        ).decode("ascii"),
+        "id": default_id if message.get("id") is None else message["id"],
     }
-    if message.get("key") is not None:
-        element["key"] = message["key"]
-    if message.get("metadata") is not None:
-        element["metadata"] = json.loads(_metadata_json(message["metadata"]) or "null")
+    key = message.get("key")
+    if key is not None:
+        element["key"] = key
+    metadata = message.get("metadata")
+    if metadata is not None:
+        text = _metadata_json(metadata)  # checks it: a mapping, JSON-serialisable, no NaN
+        element["metadata"] = metadata if type(metadata) is dict else json.loads(text or "null")
     if message.get("delay"):
         element["delay_ms"] = _delay_ms(message["delay"])
     return element
@@ -133,14 +148,17 @@ class _Publisher:
         if not 1 <= chunk_size <= 100_000:
             raise InvalidArgument("chunk_size must be between 1 and 100000")
         # every message is checked before the first chunk is sent: bad input publishes nothing
-        elements = [_batch_element(message) for message in messages]
+        prefix = uuid.uuid4().hex
+        elements = [_batch_element(m, f"{prefix}-{i}") for i, m in enumerate(messages)]
         results: list[PublishResult] = []
         for start in range(0, len(elements), chunk_size):
             results.extend(self._publish_chunk(topic, elements[start : start + chunk_size]))
         return results
 
     def _publish_chunk(self, topic, chunk) -> list[PublishResult]:
-        rows = self._call_rows(_sql.PUBLISH_BATCH, (topic, json.dumps(chunk)))
+        rows = self._call_rows(
+            _sql.PUBLISH_BATCH, (topic, json.dumps(chunk, separators=(",", ":")))
+        )
         return [PublishResult(int(r["offset"]), bool(r["duplicate"])) for r in rows]
 
 
@@ -275,7 +293,8 @@ class Client(_Publisher):
         if not 1 <= chunk_size <= 100_000:
             raise InvalidArgument("chunk_size must be between 1 and 100000")
         # every message is checked before the first chunk is sent: bad input publishes nothing
-        elements = [_batch_element(message) for message in messages]
+        prefix = uuid.uuid4().hex
+        elements = [_batch_element(m, f"{prefix}-{i}") for i, m in enumerate(messages)]
         results: list[PublishResult] = []
         for start in range(0, len(elements), chunk_size):
             chunk = elements[start : start + chunk_size]
