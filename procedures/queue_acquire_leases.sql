@@ -33,6 +33,9 @@ BEGIN
     SET v_topic = p_topic;
     SET v_subscriber = p_subscriber;
 
+    -- READ COMMITTED: every read after the subscription row lock sees the latest ticks, and no
+    -- gap locks reach the partitions publishers are creating
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     -- lease ticks of one group's topic take turns on the subscription row: no lease deadlocks,
     -- and every tick sees the others' results when it computes its share

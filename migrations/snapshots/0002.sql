@@ -610,6 +610,7 @@ BEGIN
     SET v_topic = p_topic;
     SET v_subscriber = p_subscriber;
 
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
     SET v_live = 0;
     SELECT COUNT(*) INTO v_live FROM queue_subscriptions AS s

@@ -13,7 +13,7 @@ revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "e717cd88baece76dbb559dd28831dced98a998ac58787fd3c094b6904f5da044"
+snapshot_sha256 = "5d63540811a5d5afff5a1e5bde893e32bd7148c91d2a5eeb5694512d2a200e95"
 
 
 def upgrade() -> None:
