@@ -233,3 +233,26 @@ IF v_own_transaction = 1 THEN
         RELEASE SAVEPOINT mysqlq_publish;
     END IF
 {%- endmacro %}
+
+{#- The partitions the caller (v_group, v_topic, v_subscriber) holds at v_now that may have
+    something to deliver: FROM and WHERE of the query, with the lease as l and the offsets as o.
+    Shared by queue_fetch (which delivers) and queue_fetch_wait (which waits for one). -#}
+{% macro held_partitions_with_work() -%}
+FROM queue_partition_leases AS l
+        INNER JOIN queue_partitions AS p ON l.partition_id = p.partition_id
+        LEFT JOIN queue_offsets AS o ON l.group_name = o.group_name AND l.partition_id = o.partition_id
+        WHERE
+            l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber
+            AND l.expires_at > v_now
+            AND (
+                o.partition_id IS NULL
+                OR (o.cursor_pending = 0 AND p.last_offset > o.cursor_pos)
+                OR (o.cursor_pending > 0 AND o.cursor_until <= v_now)
+                OR EXISTS (
+                    SELECT 1 FROM queue_delivery_state AS s
+                    WHERE
+                        s.group_name = l.group_name AND s.partition_id = l.partition_id
+                        AND s.state <= 1 AND s.invisible_until <= v_now
+                )
+            )
+{%- endmacro %}

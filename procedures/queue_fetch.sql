@@ -52,23 +52,7 @@ BEGIN
         SELECT
             l.partition_id,
             o.partition_id IS NOT NULL AS has_offsets
-        FROM queue_partition_leases AS l
-        INNER JOIN queue_partitions AS p ON l.partition_id = p.partition_id
-        LEFT JOIN queue_offsets AS o ON l.group_name = o.group_name AND l.partition_id = o.partition_id
-        WHERE
-            l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber
-            AND l.expires_at > v_now
-            AND (
-                o.partition_id IS NULL
-                OR (o.cursor_pending = 0 AND p.last_offset > o.cursor_pos)
-                OR (o.cursor_pending > 0 AND o.cursor_until <= v_now)
-                OR EXISTS (
-                    SELECT 1 FROM queue_delivery_state AS s
-                    WHERE
-                        s.group_name = l.group_name AND s.partition_id = l.partition_id
-                        AND s.state <= 1 AND s.invisible_until <= v_now
-                )
-            )
+        {{ m.held_partitions_with_work() }}
         ORDER BY l.partition_id;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
     {{ m.own_transaction_handler() }};

@@ -16,11 +16,13 @@ SQL SECURITY DEFINER
 BEGIN
     DECLARE v_deadline BIGINT;
     DECLARE v_now BIGINT;
-    DECLARE v_ready INT DEFAULT 0;
+    DECLARE v_ready BIGINT;
     DECLARE v_slept INT DEFAULT 0;
     DECLARE v_group {{ m.name_local() }};
     DECLARE v_topic {{ m.name_local() }};
     DECLARE v_subscriber {{ m.name_local() }};
+    -- a probe that finds nothing leaves v_ready NULL
+    DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
 
     {{ m.check_identifier('p_group') }};
     {{ m.check_identifier('p_topic') }};
@@ -39,31 +41,13 @@ BEGIN
     -- queue_fetch's partitions, stopped at the first hit
     wait_loop: LOOP
         SET v_now = {{ m.now_ms('p_now') }};
-        SELECT COUNT(*) INTO v_ready
-        FROM (
-            SELECT l.partition_id
-            FROM queue_partition_leases AS l
-            INNER JOIN queue_partitions AS p ON l.partition_id = p.partition_id
-            LEFT JOIN queue_offsets AS o ON l.group_name = o.group_name AND l.partition_id = o.partition_id
-            WHERE
-                l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber
-                AND l.expires_at > v_now
-                AND (
-                    o.partition_id IS NULL
-                    OR (o.cursor_pending = 0 AND p.last_offset > o.cursor_pos)
-                    OR (o.cursor_pending > 0 AND o.cursor_until <= v_now)
-                    OR EXISTS (
-                        SELECT 1 FROM queue_delivery_state AS s
-                        WHERE
-                            s.group_name = l.group_name AND s.partition_id = l.partition_id
-                            AND s.state <= 1 AND s.invisible_until <= v_now
-                    )
-                )
-            -- any one held partition with work will do
-            LIMIT 1  -- noqa: AM09
-        ) AS r;
+        SET v_ready = NULL;
+        SELECT l.partition_id INTO v_ready
+        {{ m.held_partitions_with_work() }}
+        ORDER BY l.partition_id
+        LIMIT 1;
         -- SLEEP returns 1 when the wait is interrupted (KILL QUERY): stop waiting then too
-        IF v_ready > 0 OR v_slept = 1 OR {{ m.now_ms('NULL') }} >= v_deadline THEN
+        IF v_ready IS NOT NULL OR v_slept = 1 OR {{ m.now_ms('NULL') }} >= v_deadline THEN
             LEAVE wait_loop;
         END IF;
         SELECT SLEEP(0.01) INTO v_slept;

@@ -1195,11 +1195,12 @@ SQL SECURITY DEFINER
 BEGIN
     DECLARE v_deadline BIGINT;
     DECLARE v_now BIGINT;
-    DECLARE v_ready INT DEFAULT 0;
+    DECLARE v_ready BIGINT;
     DECLARE v_slept INT DEFAULT 0;
     DECLARE v_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_subscriber VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
         OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
@@ -1225,29 +1226,28 @@ BEGIN
 
     wait_loop: LOOP
         SET v_now = COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
-        SELECT COUNT(*) INTO v_ready
-        FROM (
-            SELECT l.partition_id
-            FROM queue_partition_leases AS l
-            INNER JOIN queue_partitions AS p ON l.partition_id = p.partition_id
-            LEFT JOIN queue_offsets AS o ON l.group_name = o.group_name AND l.partition_id = o.partition_id
-            WHERE
-                l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber
-                AND l.expires_at > v_now
-                AND (
-                    o.partition_id IS NULL
-                    OR (o.cursor_pending = 0 AND p.last_offset > o.cursor_pos)
-                    OR (o.cursor_pending > 0 AND o.cursor_until <= v_now)
-                    OR EXISTS (
-                        SELECT 1 FROM queue_delivery_state AS s
-                        WHERE
-                            s.group_name = l.group_name AND s.partition_id = l.partition_id
-                            AND s.state <= 1 AND s.invisible_until <= v_now
-                    )
+        SET v_ready = NULL;
+        SELECT l.partition_id INTO v_ready
+        FROM queue_partition_leases AS l
+        INNER JOIN queue_partitions AS p ON l.partition_id = p.partition_id
+        LEFT JOIN queue_offsets AS o ON l.group_name = o.group_name AND l.partition_id = o.partition_id
+        WHERE
+            l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber
+            AND l.expires_at > v_now
+            AND (
+                o.partition_id IS NULL
+                OR (o.cursor_pending = 0 AND p.last_offset > o.cursor_pos)
+                OR (o.cursor_pending > 0 AND o.cursor_until <= v_now)
+                OR EXISTS (
+                    SELECT 1 FROM queue_delivery_state AS s
+                    WHERE
+                        s.group_name = l.group_name AND s.partition_id = l.partition_id
+                        AND s.state <= 1 AND s.invisible_until <= v_now
                 )
-            LIMIT 1
-        ) AS r;
-        IF v_ready > 0 OR v_slept = 1 OR COALESCE(NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)) >= v_deadline THEN
+            )
+        ORDER BY l.partition_id
+        LIMIT 1;
+        IF v_ready IS NOT NULL OR v_slept = 1 OR COALESCE(NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)) >= v_deadline THEN
             LEAVE wait_loop;
         END IF;
         SELECT SLEEP(0.01) INTO v_slept;

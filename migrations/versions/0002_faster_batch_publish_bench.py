@@ -13,7 +13,7 @@ revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "5d63540811a5d5afff5a1e5bde893e32bd7148c91d2a5eeb5694512d2a200e95"
+snapshot_sha256 = "eb50b3877ce7e3de3b240ef41202d57d0720da1d259a2bfd924426906e05d5b9"
 
 
 def upgrade() -> None:

@@ -349,27 +349,47 @@ def skip_locked_consume(
     dsn: str, consumers: int, messages: int, batch_size: int, sample: Callable[[], Any]
 ) -> dict[str, Any]:
     skip_locked_fill(dsn, messages)
+    return _drain(
+        "skip_locked",
+        _skip_locked_worker,
+        (dsn, batch_size, None),
+        (0.1, False),
+        consumers,
+        messages,
+        sample,
+        timeout=900,
+    )
+
+
+def _drain(
+    name: str,
+    target: Callable,
+    head: tuple,
+    tail: tuple,
+    consumers: int,
+    messages: int,
+    sample: Callable[[], Any],
+    timeout: float,
+) -> dict[str, Any]:
+    """Run ``consumers`` processes ``target(*head, out, *tail)`` until each reports
+    ``(handled, last_handled_at, ...)``; the time runs from their start to the last message."""
     out = _ctx.Queue()
     procs = [
-        _ctx.Process(
-            target=_skip_locked_worker, args=(dsn, batch_size, None, out, 0.1, False), daemon=True
-        )
-        for _ in range(consumers)
+        _ctx.Process(target=target, args=(*head, out, *tail), daemon=True) for _ in range(consumers)
     ]
     before = sample()
     t0 = time.perf_counter()
     for p in procs:
         p.start()
-    results = [out.get(timeout=900) for _ in procs]
+    results = [out.get(timeout=timeout) for _ in procs]
     after = sample()
     for p in procs:
         p.join(timeout=10)
     handled = sum(r[0] for r in results)
     if handled != messages:
-        raise WorkloadError(f"skip_locked: handled {handled} of {messages}")
-    seconds = max(r[1] for r in results) - t0
+        raise WorkloadError(f"{name}: handled {handled} of {messages}")
     return {
-        "seconds": seconds,
+        "seconds": max(r[1] for r in results) - t0,
         "messages": messages,
         "before": before,
         "after": after,
@@ -423,31 +443,11 @@ def kombu_consume(
 ) -> dict[str, Any]:
     queue_name = f"bench-{consumers}-{int(time.time() * 1000) % 100000}"
     publish_seconds = kombu_publish(dsn, queue_name, messages)
-    out = _ctx.Queue()
-    procs = [
-        _ctx.Process(target=_kombu_worker, args=(dsn, queue_name, out), daemon=True)
-        for _ in range(consumers)
-    ]
-    before = sample()
-    t0 = time.perf_counter()
-    for p in procs:
-        p.start()
-    results = [out.get(timeout=3600) for _ in procs]
-    after = sample()
-    for p in procs:
-        p.join(timeout=10)
-    handled = sum(r[0] for r in results)
-    if handled != messages:
-        raise WorkloadError(f"kombu: handled {handled} of {messages}")
-    seconds = max(r[1] for r in results) - t0
-    return {
-        "seconds": seconds,
-        "messages": messages,
-        "before": before,
-        "after": after,
-        "own_statements": 0,
-        "publish_seconds": publish_seconds,
-    }
+    result = _drain(
+        "kombu", _kombu_worker, (dsn, queue_name), (), consumers, messages, sample, timeout=3600
+    )
+    result["publish_seconds"] = publish_seconds
+    return result
 
 
 # --------------------------------------------------------------------------- steady state
