@@ -17,6 +17,7 @@ BEGIN
     DECLARE v_off BIGINT;
     DECLARE v_given INT DEFAULT 0;
     DECLARE v_advanced INT DEFAULT 0;
+    DECLARE v_bad INT DEFAULT 0;
     DECLARE c_offsets CURSOR FOR
         SELECT
             j.j_pid,
@@ -59,26 +60,27 @@ BEGIN
     ) THEN
         {{ m.fail('p_group is not subscribed to p_topic: call queue_subscribe first') }};
     END IF;
-    -- every offset must name a partition of the topic and must not pass its committed end
-    IF EXISTS (
-        SELECT 1
-        FROM
-            JSON_TABLE(p_offsets, '$[*]' COLUMNS (
-                j_pid BIGINT PATH '$[0]',
-                j_off BIGINT PATH '$[1]'
-            )) AS j
-        LEFT JOIN queue_partitions AS p ON j.j_pid = p.partition_id AND p.topic = v_topic
-        WHERE p.partition_id IS NULL OR j.j_off > p.last_offset
-    ) THEN
+    -- every offset must name a partition of the topic and must not pass its committed end; plain
+    -- reads (SELECT ... INTO): an IF EXISTS (SELECT ...) would take shared locks and wait for a
+    -- publisher holding the partition's sequence row
+    SELECT COUNT(*) INTO v_bad
+    FROM
+        JSON_TABLE(p_offsets, '$[*]' COLUMNS (
+            j_pid BIGINT PATH '$[0]',
+            j_off BIGINT PATH '$[1]'
+        )) AS j
+    LEFT JOIN queue_partitions AS p ON j.j_pid = p.partition_id AND p.topic = v_topic
+    WHERE p.partition_id IS NULL OR j.j_off > p.last_offset;
+    IF v_bad > 0 THEN
         {{ m.fail('p_offsets must name partitions of p_topic, offsets <= last_offset') }};
     END IF;
     -- a group that keeps its own offsets is not also consumed by subscribers (their cursors)
-    IF EXISTS (
-        SELECT 1 FROM queue_partition_leases AS l
-        WHERE
-            l.group_name = v_group AND l.topic = v_topic
-            AND l.leased_by IS NOT NULL AND l.expires_at > v_now
-    ) THEN
+    SELECT COUNT(*) INTO v_bad
+    FROM queue_partition_leases AS l
+    WHERE
+        l.group_name = v_group AND l.topic = v_topic
+        AND l.leased_by IS NOT NULL AND l.expires_at > v_now;
+    IF v_bad > 0 THEN
         {{ m.fail('p_group has live subscriber leases on p_topic: it cannot also commit offsets') }};
     END IF;
 

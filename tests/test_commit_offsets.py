@@ -116,3 +116,16 @@ def test_refuses_a_group_with_live_subscriber_leases(conn):
         _commit(conn, [[pids["a"], 1]])
     call(conn, "queue_deregister", "spark", "orders", "s1", None)
     assert _commit(conn, [[pids["a"], 1]])["advanced"] == 1
+
+
+def test_does_not_wait_for_an_open_publish(conn, connect):
+    pids = _setup(conn)
+    publisher = connect()
+    publisher.autocommit(False)
+    publish(publisher, "orders", "a", "a-6", b"x")  # holds partition a's sequence row
+    waiter = connect()
+    cur = waiter.cursor()
+    cur.execute("SET SESSION innodb_lock_wait_timeout = 2")
+    cur.close()
+    assert _commit(waiter, [[pids["a"], 5], [pids["b"], 5]])["advanced"] == 2
+    publisher.rollback()

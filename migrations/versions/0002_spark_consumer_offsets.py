@@ -13,7 +13,7 @@ revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "828d122fc11796b99c612292260dfd493743e059724e2bb9536585f126b17778"
+snapshot_sha256 = "0a5ffe253ea62a56e78d12249213ea1651deb146192c9cc5fcc3f9803df85bcf"
 
 
 def upgrade() -> None:
