@@ -52,10 +52,18 @@ def test_batch_read_columns_and_partitions(spark, dsn, conn):
 
 def test_batch_read_ranges_and_filters(spark, dsn, conn):
     with _client(dsn) as client:
-        client.publish_batch("orders", [{"payload": b"x", "key": "k", "id": f"{i}"} for i in range(10)])
-        client.publish_batch("orders", [{"payload": b"y", "key": "j", "id": f"{i}"} for i in range(5)])
-    offsets = sorted(r.offset for r in _read(spark, dsn, "orders", minOffset="3", maxOffset="6")
-                     .where("key = 'k'").collect())
+        client.publish_batch(
+            "orders", [{"payload": b"x", "key": "k", "id": f"{i}"} for i in range(10)]
+        )
+        client.publish_batch(
+            "orders", [{"payload": b"y", "key": "j", "id": f"{i}"} for i in range(5)]
+        )
+    offsets = sorted(
+        r.offset
+        for r in _read(spark, dsn, "orders", minOffset="3", maxOffset="6")
+        .where("key = 'k'")
+        .collect()
+    )
     assert offsets == [3, 4, 5, 6]
     pid = scalar(conn, "SELECT partition_id FROM queue_partitions WHERE partition_key = 'j'")
     df = _read(spark, dsn, "orders", partitionOffsets=json.dumps({str(pid): [2, 3]}))
@@ -98,7 +106,10 @@ def test_batch_read_a_dlq_topic_and_a_column_subset(spark, dsn, conn):
 
 
 def test_batch_write_publishes_in_chunks(spark, dsn, conn):
-    data = [(f"id-{i}", f"key-{i % 3}", f"payload {i}".encode(), '{"n": %d}' % i) for i in range(50)]
+    data = [
+        (f"id-{i}", f"key-{i % 3}", f"payload {i}".encode(), json.dumps({"n": i}))
+        for i in range(50)
+    ]
     df = spark.createDataFrame(data, "id string, key string, payload binary, metadata string")
     df.repartition(2).write.format("mysqlq").option("dsn", dsn).option("topic", "orders").option(
         "chunkSize", "7"

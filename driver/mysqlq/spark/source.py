@@ -393,7 +393,7 @@ class FilteringBatchReader(BatchReader):
 
     # filter push-down (Spark >= 4.1): only what the log's primary key and the partition list
     # answer exactly; anything else stays with Spark
-    def pushFilters(self, filters: list[Any]) -> Iterable[Any]:  # noqa: N802
+    def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
         for f in filters:
             if not self._push(f):
                 yield f
