@@ -72,15 +72,15 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def plain_insert_partition(dsn: str, chunk: int):
-    """foreachPartition body: multi-row INSERTs (executemany) into bench_plain."""
+def plain_insert_partition(dsn: str, table: str, chunk: int):
+    """foreachPartition body: multi-row INSERTs (executemany) into a table shaped like the log."""
 
     def run(rows) -> None:
         now = int(time.time() * 1000)
         conn = connection.connect(dsn)
         cur = conn.cursor()
         sql = (
-            "INSERT INTO bench_plain (partition_id, msg_offset, topic, partition_key, message_id,"
+            f"INSERT INTO {table} (partition_id, msg_offset, topic, partition_key, message_id,"
             " payload, metadata, published_at, deliver_at)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
         )
@@ -100,6 +100,92 @@ def plain_insert_partition(dsn: str, chunk: int):
     return run
 
 
+COLUMNS_SQL = (
+    "topic, partition_id, partition_key, msg_offset, message_id, payload, metadata, "
+    "published_at, deliver_at, target_group, origin_topic, origin_group, origin_offset, "
+    "origin_message_id, failures, last_error, failed_at"
+)
+
+
+class Bench:
+    def __init__(self, spark, server_dsn: str, name: str, args) -> None:
+        self.spark = spark
+        self.dsn = connection.with_database(server_dsn, name)
+        self.url = parse_jdbc_url(server_dsn, name)
+        self.args = args
+        self.conn = connection.connect(self.dsn)
+
+    def source(self, n: int):
+        return (
+            self.spark.range(n, numPartitions=self.args.partitions)
+            .selectExpr(
+                "id AS n",
+                f"concat('k', id % {KEYS}) AS key",
+                "concat('m', id) AS id",
+                f"CAST(rpad(CAST(id AS STRING), {PAYLOAD_BYTES}, 'x') AS BINARY) AS payload",
+            )
+            .cache()
+        )
+
+    def write_mysqlq(self, rows, topic: str) -> float:
+        return timed(
+            lambda: (
+                rows.drop("n")
+                .write.format("mysqlq")
+                .option("dsn", self.dsn)
+                .option("topic", topic)
+                .option("chunkSize", str(self.args.chunk_size))
+                .mode("append")
+                .save()
+            )
+        )
+
+    def write_plain(self, rows, table: str) -> float:
+        cur = self.conn.cursor()
+        cur.execute(f"CREATE TABLE {table} LIKE queue_messages")
+        cur.close()
+        return timed(
+            lambda: rows.foreachPartition(
+                plain_insert_partition(self.dsn, table, self.args.plain_chunk_size)
+            )
+        )
+
+    def read_mysqlq(self, topic: str) -> tuple[float, int]:
+        df = (
+            self.spark.read.format("mysqlq")
+            .option("dsn", self.dsn)
+            .option("topic", topic)
+            .option("numPartitions", str(self.args.read_partitions))
+            .load()
+        )
+        return timed(lambda: df.write.format("noop").mode("overwrite").save()), df.count()
+
+    def read_jdbc(self, topic: str) -> tuple[float, int]:
+        cur = self.conn.cursor()
+        cur.execute(
+            "SELECT MIN(partition_id), MAX(partition_id) FROM queue_partitions WHERE topic = %s",
+            (topic,),
+        )
+        low, high = cur.fetchone()
+        cur.close()
+        df = (
+            self.spark.read.format("jdbc")
+            .option("url", self.url)
+            .option("driver", "org.mariadb.jdbc.Driver")
+            .option(
+                "dbtable", f"(SELECT {COLUMNS_SQL} FROM queue_messages WHERE topic = '{topic}') t"
+            )
+            # ranges of the primary key's first column, as the mysqlq source reads
+            .option("partitionColumn", "partition_id")
+            .option("lowerBound", str(low))
+            .option("upperBound", str(high + 1))
+            .option("numPartitions", str(self.args.read_partitions))
+            .option("fetchsize", "10000")
+            .load()
+        )
+        return timed(lambda: df.write.format("noop").mode("overwrite").save()), df.count()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dsn", default=os.environ.get("MYSQLQ_BENCH_DSN"))
@@ -107,7 +193,9 @@ def main(argv=None) -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--partitions", type=int, default=2, help="Spark partitions written")
     parser.add_argument("--read-partitions", type=int, default=8)
-    parser.add_argument("--chunk-size", type=int, default=1000)
+    parser.add_argument("--chunk-size", type=int, default=1000, help="mysqlq chunkSize")
+    parser.add_argument("--plain-chunk-size", type=int, default=1000, help="rows per INSERT")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each; the best counts")
     parser.add_argument("--jdbc-jar", default=None)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
@@ -118,125 +206,99 @@ def main(argv=None) -> int:
     name = "mysqlq_bench_spark_" + secrets.token_hex(4)
     admin = connection.connect(connection.with_database(server_dsn, None))
     admin.cursor().execute(f"CREATE DATABASE `{name}`")
-    dsn = connection.with_database(server_dsn, name)
     n = args.messages
-    results: dict = {"messages": n, "master": args.master, "chunk_size": args.chunk_size}
+    results: dict = {
+        "messages": n,
+        "master": args.master,
+        "chunk_size": args.chunk_size,
+        "plain_chunk_size": args.plain_chunk_size,
+        "repeat": args.repeat,
+    }
     try:
+        dsn = connection.with_database(server_dsn, name)
         migrate.upgrade(dsn)
-        conn = connection.connect(dsn)
-        cur = conn.cursor()
-        cur.execute("SELECT VERSION()")
-        results["server"] = cur.fetchone()[0]
-        cur.execute("CREATE TABLE bench_plain LIKE queue_messages")
-        cur.close()
-
         jar = jdbc_jar(args.jdbc_jar)
         results["jdbc_driver"] = Path(jar).name if jar else JDBC_PACKAGE
         spark = spark_session(args.master, jar)
         import pyspark
 
         results["spark"] = pyspark.__version__
-
-        rows = (
-            spark.range(n, numPartitions=args.partitions)
-            .selectExpr(
-                "id AS n",
-                f"concat('k', id % {KEYS}) AS key",
-                "concat('m', id) AS id",
-                f"CAST(rpad(CAST(id AS STRING), {PAYLOAD_BYTES}, 'x') AS BINARY) AS payload",
-            )
-            .cache()
-        )
-        rows.count()  # generate once; both writes read the cached rows
-
-        print(f"{n:,} messages, {KEYS} keys, {PAYLOAD_BYTES}-byte payloads, {args.master}")
-        write = timed(
-            lambda: (
-                rows.drop("n")
-                .write.format("mysqlq")
-                .option("dsn", dsn)
-                .option("topic", "bench")
-                .option("chunkSize", str(args.chunk_size))
-                .mode("append")
-                .save()
-            )
-        )
-        plain = timed(lambda: rows.foreachPartition(plain_insert_partition(dsn, args.chunk_size)))
-        results["write_mysqlq_rows_s"] = n / write
-        results["write_plain_insert_rows_s"] = n / plain
-        results["write_ratio"] = (
-            results["write_mysqlq_rows_s"] / results["write_plain_insert_rows_s"]
-        )
-        print(
-            f"batch write: mysqlq {n / write:,.0f} rows/s ({write:.1f} s); plain multi-row INSERT "
-            f"{n / plain:,.0f} rows/s ({plain:.1f} s); ratio {results['write_ratio']:.2f}x"
-        )
-
-        columns = (
-            "topic, partition_id, partition_key, msg_offset, message_id, payload, metadata, "
-            "published_at, deliver_at, target_group, origin_topic, origin_group, origin_offset, "
-            "origin_message_id, failures, last_error, failed_at"
-        )
-        mq = (
-            spark.read.format("mysqlq")
-            .option("dsn", dsn)
-            .option("topic", "bench")
-            .option("numPartitions", str(args.read_partitions))
-            .load()
-        )
-        read = timed(lambda: mq.write.format("noop").mode("overwrite").save())
-        url = parse_jdbc_url(server_dsn, name)
-        cur = conn.cursor()
-        cur.execute("SELECT MIN(partition_id), MAX(partition_id) FROM queue_partitions")
-        low, high = cur.fetchone()
+        bench = Bench(spark, server_dsn, name, args)
+        cur = bench.conn.cursor()
+        cur.execute("SELECT VERSION()")
+        results["server"] = cur.fetchone()[0]
         cur.close()
-        jdbc = (
-            spark.read.format("jdbc")
-            .option("url", url)
-            .option("driver", "org.mariadb.jdbc.Driver")
-            .option("dbtable", f"(SELECT {columns} FROM queue_messages WHERE topic = 'bench') t")
-            # ranges of the primary key's first column, as the mysqlq source reads
-            .option("partitionColumn", "partition_id")
-            .option("lowerBound", str(low))
-            .option("upperBound", str(high + 1))
-            .option("numPartitions", str(args.read_partitions))
-            .option("fetchsize", "10000")
-            .load()
-        )
-        jread = timed(lambda: jdbc.write.format("noop").mode("overwrite").save())
-        counted = mq.count(), jdbc.count()
-        assert counted == (n, n), counted
-        results["read_mysqlq_rows_s"] = n / read
-        results["read_jdbc_rows_s"] = n / jread
-        results["read_ratio"] = results["read_mysqlq_rows_s"] / results["read_jdbc_rows_s"]
-        print(
-            f"batch read: mysqlq {n / read:,.0f} rows/s ({read:.1f} s); JDBC "
-            f"{n / jread:,.0f} rows/s ({jread:.1f} s); ratio {results['read_ratio']:.2f}x"
+
+        # warm-up: start the Python workers and load the JDBC driver before anything is timed
+        warm = bench.source(2000)
+        bench.write_mysqlq(warm, "warmup")
+        bench.write_plain(warm, "plain_warmup")
+        bench.read_mysqlq("warmup")
+        bench.read_jdbc("warmup")
+        warm.unpersist()
+
+        rows = bench.source(n)
+        rows.count()  # generate once; every write reads the cached rows
+        print(f"{n:,} messages, {KEYS} keys, {PAYLOAD_BYTES}-byte payloads, {args.master}")
+        writes, plains, reads, jreads = [], [], [], []
+        for r in range(args.repeat):
+            writes.append(n / bench.write_mysqlq(rows, f"bench{r}"))
+            plains.append(n / bench.write_plain(rows, f"plain{r}"))
+            print(f"  write run {r + 1}: mysqlq {writes[-1]:,.0f} rows/s, plain {plains[-1]:,.0f}")
+        for r in range(args.repeat):
+            seconds, count = bench.read_mysqlq("bench0")
+            assert count == n, count
+            reads.append(n / seconds)
+            seconds, count = bench.read_jdbc("bench0")
+            assert count == n, count
+            jreads.append(n / seconds)
+            print(f"  read run {r + 1}: mysqlq {reads[-1]:,.0f} rows/s, JDBC {jreads[-1]:,.0f}")
+        results.update(
+            write_mysqlq_rows_s=max(writes),
+            write_plain_insert_rows_s=max(plains),
+            write_ratio=max(writes) / max(plains),
+            read_mysqlq_rows_s=max(reads),
+            read_jdbc_rows_s=max(jreads),
+            read_ratio=max(reads) / max(jreads),
+            runs={
+                "write_mysqlq": writes,
+                "write_plain": plains,
+                "read_mysqlq": reads,
+                "read_jdbc": jreads,
+            },
         )
 
         from mysqlq import connect as mq_connect
         from mysqlq.spark import jobs
 
-        with mq_connect(dsn) as client:
-            client.subscribe("archiver", "bench")
-            client.seek("archiver", "bench", None)
+        with mq_connect(bench.dsn) as client:
+            client.subscribe("archiver", "bench0")
+            client.seek("archiver", "bench0", None)
         with tempfile.TemporaryDirectory() as tmp:
             path = str(Path(tmp) / "archive")
-            holder = {}
-            archive = timed(lambda: holder.setdefault("r", jobs.archive(spark, dsn, path)))
-            archived = holder["r"].archived
-            assert spark.read.parquet(path).count() == n
-            again = timed(lambda: holder.setdefault("again", jobs.archive(spark, dsn, path)))
-            assert holder["again"].archived == 0
-        results["archive_rows_s"] = archived / archive
+            done = {}
+            archive = timed(lambda: done.setdefault("first", jobs.archive(spark, bench.dsn, path)))
+            assert done["first"].archived == n and spark.read.parquet(path).count() == n
+            again = timed(lambda: done.setdefault("again", jobs.archive(spark, bench.dsn, path)))
+            assert done["again"].archived == 0
+        results["archive_rows_s"] = n / archive
         results["archive_rerun_s"] = again
-        print(
-            f"archive: {archived:,} rows in {archive:.1f} s = {archived / archive:,.0f} rows/s; "
-            f"rerun (nothing new) {again:.1f} s"
-        )
         spark.stop()
     finally:
         admin.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+    print(
+        f"batch write: mysqlq {results['write_mysqlq_rows_s']:,.0f} rows/s; plain multi-row INSERT"
+        f" {results['write_plain_insert_rows_s']:,.0f} rows/s; ratio {results['write_ratio']:.2f}x"
+    )
+    print(
+        f"batch read: mysqlq {results['read_mysqlq_rows_s']:,.0f} rows/s; JDBC"
+        f" {results['read_jdbc_rows_s']:,.0f} rows/s; ratio {results['read_ratio']:.2f}x"
+    )
+    print(
+        f"archive: {results['archive_rows_s']:,.0f} rows/s; rerun with nothing new"
+        f" {results['archive_rerun_s']:.1f} s"
+    )
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
