@@ -857,6 +857,9 @@ def spark_dlq_report(
         for r in rows:
             _echo_json(r)
         return
+    if not rows:
+        err_console.print("no dead letters")
+        return
     table = Table(title="dead letters")
     for col in ("day", "topic", "group", "error", "DLQ topic", "messages", "attempts"):
         table.add_column(

@@ -40,6 +40,8 @@ def session(master: str | None = None, app_name: str = "mysqlq") -> Any:
             "spark.ui.showConsoleProgress", "false"
         )
     spark = builder.getOrCreate()
+    if master or not submitted:
+        spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
 
@@ -79,11 +81,25 @@ def _archived_offsets(spark: Any, path: str) -> dict[int, int]:
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
+    if not _exists(spark, path):
+        return {}
     try:
         done = spark.read.parquet(path).groupBy("partition_id").agg(F.max("offset").alias("last"))
         return {int(r["partition_id"]): int(r["last"]) for r in done.collect()}
     except AnalysisException:  # no archive yet (missing or empty directory)
         return {}
+
+
+def _exists(spark: Any, path: str) -> bool:
+    """Whether ``path`` exists, asked of Hadoop's file system (so a first run logs no error);
+    True when that cannot be asked (Spark Connect): the read then finds out."""
+    try:
+        jvm = spark.sparkContext._jvm
+        hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+        fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        return bool(fs.exists(hadoop_path))
+    except Exception:
+        return True
 
 
 def archive(
