@@ -142,6 +142,13 @@ SIGNATURES: dict[str, dict[str, Any]] = {
         "p_now": None,
     },
     "queue_redrive": {"p_dlq_topic": "orders_dlq", "p_limit": 10, "p_now": None},
+    # "audit" is subscribed without subscribers; partition 1 is k1 (3 messages)
+    "queue_commit_offsets": {
+        "p_group": "audit",
+        "p_topic": TOPIC,
+        "p_offsets": "[[1, 1]]",
+        "p_now": None,
+    },
     "queue_gc": {"p_limit": 1000, "p_now": None},
     "queue_maintenance": {"p_now": None},
 }
@@ -231,6 +238,20 @@ METADATA_VALUES = [
     ("string", '"text"', ()),
     ("number", "5", ()),
     ("json_null", "null", ()),
+]
+OFFSETS_VALUES = [
+    ("null", None, ()),
+    ("empty", "", ()),
+    ("not_json", "nope", ()),
+    ("object", '{"1": 1}', ()),
+    ("scalar_element", "[1]", ()),
+    ("three_fields", "[[1, 2, 3]]", ()),
+    ("string_field", '[[1, "2"]]', ()),
+    ("fractional_offset", "[[1, 1.5]]", ()),
+    ("negative_offset", "[[1, -1]]", ()),
+    ("too_many", json.dumps([[1, 1]] * 100_001), ()),
+    ("unknown_partition", "[[999999, 1]]", ()),
+    ("past_last_offset", "[[1, 4]]", ()),
 ]
 MESSAGES_VALUES = [
     ("null", None, ()),
@@ -367,6 +388,12 @@ PARAM_KINDS: dict[str, dict[str, list]] = {
         "p_limit": count_values(100_000, allow_null=False),
         "p_now": NOW_VALUES,
     },
+    "queue_commit_offsets": {
+        "p_group": IDENTIFIER_REQUIRED,
+        "p_topic": IDENTIFIER_REQUIRED,
+        "p_offsets": OFFSETS_VALUES,
+        "p_now": NOW_VALUES,
+    },
     "queue_gc": {"p_limit": count_values(1_000_000, allow_null=False), "p_now": NOW_VALUES},
     "queue_maintenance": {"p_now": NOW_VALUES},
 }
@@ -407,6 +434,9 @@ COMBINATION_CASES = [
     ("fetch-not-subscribed", "queue_fetch", {"p_group": "nobody"}, "p_group"),
     ("acquire-not-subscribed", "queue_acquire_leases", {"p_topic": "elsewhere"}, "p_group"),
     ("seek-not-subscribed", "queue_seek", {"p_group": "nobody"}, "p_group"),
+    ("commit-offsets-not-subscribed", "queue_commit_offsets", {"p_group": "nobody"}, "p_group"),
+    # billing holds live subscriber leases: it cannot also keep its own offsets
+    ("commit-offsets-live-leases", "queue_commit_offsets", {"p_group": GROUP}, "p_group"),
     # the first bad parameter in declaration order is the one reported
     (
         "publish-two-bad-parameters",

@@ -88,3 +88,82 @@ SELECT partition_id, msg_offset AS `offset`, partition_key, message_id AS id, pa
 FROM queue_messages
 WHERE topic = %s AND partition_id = %s AND msg_offset = %s
 """
+
+# Spark data source (mysqlq.spark): plain reads of the log, and the offsets commit of a Spark
+# consumer group. Optional conditions take NULL for "no bound", so the text never changes.
+COMMIT_OFFSETS = "CALL queue_commit_offsets(%s, %s, %s, NULL)"
+
+SPARK_PARTITIONS = """
+SELECT p.partition_id, IF(p.slot < 0, p.partition_key, NULL) AS partition_key, p.slot,
+       p.last_offset
+FROM queue_partitions p
+WHERE p.topic = %s
+ORDER BY p.partition_id
+"""
+
+# the group's committed position on each partition of a topic
+SPARK_GROUP_OFFSETS = """
+SELECT o.partition_id, o.offset_acked
+FROM queue_offsets o
+JOIN queue_partitions p ON p.partition_id = o.partition_id
+WHERE o.group_name = %s AND p.topic = %s
+"""
+
+# subscriber leases of a group that are live: a Spark group must not have any
+SPARK_LIVE_LEASES = """
+SELECT COUNT(*) AS leases
+FROM queue_partition_leases l
+WHERE l.group_name = %s AND l.topic = %s AND l.leased_by IS NOT NULL
+  AND l.expires_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+"""
+
+# per partition, the first message in (lo, hi] not yet due (deliver_at in the future, G12);
+# the argument is a JSON array of [partition_id, lo, hi]
+SPARK_FIRST_UNDUE = """
+SELECT m.partition_id, MIN(m.msg_offset) AS first_undue
+FROM JSON_TABLE(%s, '$[*]' COLUMNS (
+        pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) AS r
+JOIN queue_messages m
+  ON m.partition_id = r.pid AND m.msg_offset > r.lo AND m.msg_offset <= r.hi
+WHERE m.deliver_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+GROUP BY m.partition_id
+"""
+
+# one chunk of a partition's log range (lo, hi] in offset order; the {columns} are chosen from
+# mysqlq.spark.source.COLUMNS (a fixed list of column names), never from user input.
+# Arguments: partition_id, lo, hi, min published_at, max published_at (exclusive), group (NULL:
+# every row; else rows without a target group or addressed to it), message id, limit.
+SPARK_READ_RANGE = """
+SELECT m.msg_offset, {columns}
+FROM queue_messages m
+WHERE m.partition_id = %s AND m.msg_offset > %s AND m.msg_offset <= %s
+  AND (%s IS NULL OR m.published_at >= %s)
+  AND (%s IS NULL OR m.published_at < %s)
+  AND (%s IS NULL OR m.target_group IS NULL OR m.target_group = %s)
+  AND (%s IS NULL OR m.message_id = %s)
+ORDER BY m.msg_offset
+LIMIT %s
+"""
+
+# archive: per partition of the subscribed topics, the offset every subscribed group has passed
+# (a subscribed group that never touched the partition counts as 0, as in queue_gc) and the
+# oldest offset still in the log
+SPARK_SAFE_OFFSETS = """
+SELECT p.topic, p.partition_id, MIN(COALESCE(o.offset_acked, 0)) AS safe_offset,
+       (SELECT MIN(m.msg_offset) FROM queue_messages m
+         WHERE m.partition_id = p.partition_id) AS first_offset
+FROM queue_partitions p
+JOIN queue_subscriptions s ON s.topic = p.topic
+LEFT JOIN queue_offsets o ON o.group_name = s.group_name AND o.partition_id = p.partition_id
+GROUP BY p.topic, p.partition_id
+ORDER BY p.topic, p.partition_id
+"""
+
+# DLQ report: the topics that hold dead letters (some group's DLQ topic, or <topic><suffix>)
+SPARK_DLQ_TOPICS = """
+SELECT t.topic
+FROM queue_topics t
+WHERE t.topic IN (SELECT s.dlq_topic FROM queue_subscriptions s)
+   OR EXISTS (SELECT 1 FROM queue_topics o WHERE t.topic = CONCAT(o.topic, o.dlq_suffix))
+ORDER BY t.topic
+"""

@@ -709,6 +709,131 @@ BEGIN
     ORDER BY l.partition_id;
 END
 
+-- mysqlq:object procedure queue_commit_offsets
+CREATE PROCEDURE queue_commit_offsets(
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_offsets LONGTEXT,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_done INT DEFAULT 0;
+    DECLARE v_pid BIGINT;
+    DECLARE v_off BIGINT;
+    DECLARE v_given INT DEFAULT 0;
+    DECLARE v_advanced INT DEFAULT 0;
+    DECLARE v_bad INT DEFAULT 0;
+    DECLARE c_offsets CURSOR FOR
+        SELECT
+            j.j_pid,
+            MAX(j.j_off)
+        FROM
+            JSON_TABLE(p_offsets, '$[*]' COLUMNS (
+                j_pid BIGINT PATH '$[0]',
+                j_off BIGINT PATH '$[1]'
+            )) AS j
+        GROUP BY j.j_pid
+        ORDER BY j.j_pid;
+    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        ROLLBACK;
+        RESIGNAL;
+    END;
+
+    IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_offsets IS NULL OR NOT JSON_VALID(p_offsets) OR JSON_TYPE(p_offsets) <> 'ARRAY' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_offsets must be a JSON array of [partition_id, offset]';
+    END IF;
+    IF JSON_LENGTH(p_offsets) > 100000 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_offsets must hold at most 100000 offsets';
+    END IF;
+    IF EXISTS (
+        SELECT 1
+        FROM JSON_TABLE(p_offsets, '$[*]' COLUMNS (j_elem JSON PATH '$')) AS j
+        WHERE
+            COALESCE(JSON_TYPE(j.j_elem), '') <> 'ARRAY' OR JSON_LENGTH(j.j_elem) <> 2
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(j.j_elem, '$[0]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(j.j_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR JSON_EXTRACT(j.j_elem, '$[1]') < 0
+    ) THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_offsets must be a JSON array of [partition_id, offset]';
+    END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+    END IF;
+    SET v_group = p_group;
+    SET v_topic = p_topic;
+    IF NOT EXISTS (
+        SELECT 1 FROM queue_subscriptions AS s
+        WHERE s.group_name = v_group AND s.topic = v_topic
+    ) THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group is not subscribed to p_topic: call queue_subscribe first';
+    END IF;
+    SELECT COUNT(*) INTO v_bad
+    FROM
+        JSON_TABLE(p_offsets, '$[*]' COLUMNS (
+            j_pid BIGINT PATH '$[0]',
+            j_off BIGINT PATH '$[1]'
+        )) AS j
+    LEFT JOIN queue_partitions AS p ON j.j_pid = p.partition_id AND p.topic = v_topic
+    WHERE p.partition_id IS NULL OR j.j_off > p.last_offset;
+    IF v_bad > 0 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_offsets must name partitions of p_topic, offsets <= last_offset';
+    END IF;
+    SELECT COUNT(*) INTO v_bad
+    FROM queue_partition_leases AS l
+    WHERE
+        l.group_name = v_group AND l.topic = v_topic
+        AND l.leased_by IS NOT NULL AND l.expires_at > v_now;
+    IF v_bad > 0 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group has live subscriber leases on p_topic: it cannot also commit offsets';
+    END IF;
+
+    START TRANSACTION;
+    OPEN c_offsets;
+    offset_loop: LOOP
+        SET v_done = 0;
+        FETCH c_offsets INTO v_pid, v_off;
+        IF v_done = 1 THEN
+            LEAVE offset_loop;
+        END IF;
+        SET v_given = v_given + 1;
+        CALL queue__open_offsets(v_group, v_pid, v_now);
+        UPDATE queue_offsets
+        SET
+            cursor_pending = IF(cursor_pos <= v_off, 0, cursor_pending),
+            cursor_start = IF(cursor_pos <= v_off, v_off + 1, cursor_start),
+            cursor_pos = GREATEST(cursor_pos, v_off),
+            offset_acked = v_off,
+            updated_at = v_now
+        WHERE group_name = v_group AND partition_id = v_pid AND offset_acked < v_off;
+        IF ROW_COUNT() > 0 THEN
+            SET v_advanced = v_advanced + 1;
+            DELETE FROM queue_delivery_state
+            WHERE group_name = v_group AND partition_id = v_pid AND msg_offset <= v_off;
+        END IF;
+    END LOOP;
+    CLOSE c_offsets;
+    COMMIT;
+
+    SELECT
+        v_given AS partitions,
+        v_advanced AS advanced;
+END
+
 -- mysqlq:object procedure queue_dead_letter
 CREATE PROCEDURE queue_dead_letter(
     IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,

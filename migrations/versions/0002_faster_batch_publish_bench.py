@@ -13,7 +13,7 @@ revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "eb50b3877ce7e3de3b240ef41202d57d0720da1d259a2bfd924426906e05d5b9"
+snapshot_sha256 = "b543478d6e42d720f6b8b93c61cd99cfcdb2b8329a2a36b15742347c7091d11d"
 
 
 def upgrade() -> None:

@@ -1,0 +1,1 @@
+"""Spark tests: the mysqlq data source and pipelines on a local SparkSession."""
