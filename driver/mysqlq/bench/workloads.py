@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import MySQLdb
+
 import mysqlq
 from mysqlq import connection
 
@@ -335,8 +337,20 @@ def _skip_locked_worker(dsn, batch_size, stop, out, poll, latency) -> None:
                 if latency:
                     latencies.append(time.time() - created_at)
             ids = [r[0] for r in rows]
-            cur.execute(f"DELETE FROM bench_jobs WHERE id IN ({', '.join(['%s'] * len(ids))})", ids)
-            conn.commit()
+            try:
+                cur.execute(
+                    f"DELETE FROM bench_jobs WHERE id IN ({', '.join(['%s'] * len(ids))})", ids
+                )
+                conn.commit()
+            except MySQLdb.OperationalError as exc:
+                # a deadlock or lock wait timeout rolls the batch back: take it again, as a
+                # worker of this kind must (its handler runs again: at-least-once)
+                if exc.args[0] not in (1205, 1213):
+                    raise
+                conn.rollback()
+                if latency:
+                    del latencies[-len(rows) :]
+                continue
             handled += len(rows)
             last = time.perf_counter()
     finally:
