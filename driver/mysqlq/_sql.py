@@ -72,6 +72,14 @@ GROUP BY s.topic, s.group_name, s.dlq_topic
 ORDER BY s.topic, s.group_name
 """
 
+# one group's lag on one topic: what is published but not yet acked (cheap: no DLQ count)
+GROUP_LAG = """
+SELECT COALESCE(SUM(p.last_offset - COALESCE(o.offset_acked, 0)), 0) AS lag
+FROM queue_partitions p
+LEFT JOIN queue_offsets o ON o.group_name = %s AND o.partition_id = p.partition_id
+WHERE p.topic = %s
+"""
+
 DLQ_LIST = """
 SELECT partition_id, msg_offset AS `offset`, partition_key, message_id AS id, origin_topic,
        origin_group, origin_offset, origin_message_id, failures, last_error, failed_at

@@ -125,6 +125,7 @@ class Subscriber:
         max_attempts: int = 3,
         lease_duration: float = 30.0,
         rebalance_interval: float = 1.0,
+        max_buffered: int | None = None,
         poll_interval: float = 0.1,
         concurrency: int = 4,
         retry_backoff: float = 1.0,
@@ -141,6 +142,10 @@ class Subscriber:
         _positive("visibility_timeout", visibility_timeout)
         _positive("lease_duration", lease_duration)
         _positive("rebalance_interval", rebalance_interval)
+        if max_buffered is not None:
+            _positive("max_buffered", max_buffered, integer=True)
+            if max_buffered > 100_000:
+                raise InvalidArgument(f"max_buffered must be at most 100000, not {max_buffered}")
         _positive("poll_interval", poll_interval)
         _positive("retry_backoff", retry_backoff, low=-1e-12)
         _positive("max_backoff", max_backoff, low=-1e-12)
@@ -154,6 +159,10 @@ class Subscriber:
         self.max_attempts = max_attempts
         self.lease_duration = lease_duration
         self.rebalance_interval = rebalance_interval
+        # fetched messages waiting for a handler thread: a fetch fills up to this many, so a
+        # larger buffer means fewer, larger fetches and acks; each must still start before its
+        # visibility deadline (keep max_buffered x handler time / concurrency well under it)
+        self.max_buffered = max_buffered or min(concurrency * batch_size * 8, 100_000)
         self.poll_interval = poll_interval
         self.concurrency = concurrency
         self.retry_backoff = retry_backoff
@@ -322,7 +331,7 @@ class Subscriber:
 
     def _fetch_loop(self) -> None:
         link = _Link(self.dsn, f"{self.name} fetch", self._stopping)
-        limit = self.concurrency * self.batch_size * 2
+        limit = self.max_buffered
         try:
             while not self._stopping.is_set():
                 with self._lock:

@@ -194,9 +194,9 @@ def chart(data: dict[str, Any], path: Path) -> Path | None:
     for r in results:
         if r["kind"] == "publish":
             size = r["size"]
-            name = f"publish {'single' if size == 1 else f'{size}/stmt'}\nx{r['clients']}"
+            name = f"{'single' if size == 1 else f'batch {size}'}\nx{r['clients']}"
             if r["mode"] == "tx":
-                name = f"publish tx100\nx{r['clients']}"
+                name = f"tx of 100\nx{r['clients']}"
             system = "mysqlq" if r["system"] == "mysqlq" else "raw INSERT"
         elif r["kind"] == "consume":
             name = f"consume\nx{r['clients']}"

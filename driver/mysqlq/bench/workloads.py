@@ -27,7 +27,8 @@ from typing import Any
 import MySQLdb
 
 import mysqlq
-from mysqlq import connection
+from mysqlq import _sql, connection
+from mysqlq.connection import execute_rows
 
 PAYLOAD = b"x" * 100
 KEYS = 64
@@ -208,11 +209,9 @@ def _subscriber_main(dsn, topic, group, index, options, stop, done) -> None:
     done.put(latencies)
 
 
-def _lag(client: mysqlq.Client, topic: str, group: str) -> int:
-    for row in client.stats():
-        if row["topic"] == topic and row["group_name"] == group:
-            return int(row["lag"])
-    return -1
+def _lag(conn: Any, topic: str, group: str) -> int:
+    (row,) = execute_rows(conn, _sql.GROUP_LAG, (group, topic))
+    return int(row["lag"])
 
 
 def prepublish(dsn: str, topic: str, messages: int, progress: Callable[[int], None]) -> None:
@@ -239,6 +238,7 @@ def mysqlq_consume(
     group = "bench"
     client = mysqlq.connect(dsn)
     client.subscribe(group, topic)
+    watcher = connection.connect(dsn)
     prepublish(dsn, topic, messages, lambda n: None)
     stop = _ctx.Event()
     done = _ctx.Queue()
@@ -260,7 +260,7 @@ def mysqlq_consume(
         remaining = messages
         while remaining:
             time.sleep(0.05)
-            remaining = _lag(client, topic, group)
+            remaining = _lag(watcher, topic, group)
             polls += 1
             progress(messages - remaining)
             if time.perf_counter() - t0 > timeout:
@@ -274,6 +274,7 @@ def mysqlq_consume(
             if p.is_alive():
                 p.kill()
         client.close()
+        watcher.close()
     return {
         "seconds": seconds,
         "messages": messages,
@@ -538,14 +539,16 @@ def steady_state(
         p.start()
     if system == "mysqlq":
         # a running topic: its partitions exist and are leased before the clock starts (a key
-        # seen for the first time waits for the next lease tick, up to lease_duration / 3)
+        # seen for the first time waits for the next lease tick)
+        watcher = connection.connect(dsn)
         with mysqlq.connect(dsn) as client:
             client.publish_batch(topic, [{"payload": b"", "key": f"k{i}"} for i in range(KEYS)])
             deadline = time.monotonic() + 60
-            while _lag(client, topic, group) != 0:
+            while _lag(watcher, topic, group) != 0:
                 if time.monotonic() > deadline:
                     raise WorkloadError("steady state: the subscribers did not take the partitions")
                 time.sleep(0.1)
+        watcher.close()
     else:
         time.sleep(2.0)
     pub_out = _ctx.Queue()
