@@ -169,7 +169,10 @@ BEGIN
                             ) VALUES (
                                 p_group, v_pid, v_off,
                                 CASE p_action WHEN 1 THEN 2 WHEN 3 THEN 1 ELSE 0 END,
-                                CASE p_action WHEN 1 THEN 0 WHEN 5 THEN v_now ELSE v_now + p_ms END,
+                                -- due at once (0), not at our clock: a fetch that read its clock
+                                -- before we commit must still see it due, or it would start the
+                                -- next batch past it (G6 with batch_size = 1)
+                                IF(p_action = 1 OR p_action = 5 OR (p_action = 2 AND p_ms = 0), 0, v_now + p_ms),
                                 IF(p_action = 5, GREATEST(v_attempts - 1, 0), v_attempts),
                                 v_tok,
                                 IF(p_action = 2, p_error, NULL),
@@ -177,7 +180,9 @@ BEGIN
                             )
                             ON DUPLICATE KEY UPDATE
                                 state = CASE p_action WHEN 1 THEN 2 WHEN 3 THEN 1 ELSE 0 END,
-                                invisible_until = CASE p_action WHEN 1 THEN 0 WHEN 5 THEN v_now ELSE v_now + p_ms END,
+                                invisible_until = IF(
+                                    p_action = 1 OR p_action = 5 OR (p_action = 2 AND p_ms = 0), 0, v_now + p_ms
+                                ),
                                 attempts = IF(p_action = 5, GREATEST(v_attempts - 1, 0), v_attempts),
                                 last_error = IF(p_action = 2, p_error, last_error),
                                 updated_at = v_now;

@@ -13,7 +13,7 @@ revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "b543478d6e42d720f6b8b93c61cd99cfcdb2b8329a2a36b15742347c7091d11d"
+snapshot_sha256 = "e8e81df42baf2b07ce6b412cc627e876c4e15174e786978758bd68ca2d6cb41b"
 
 
 def upgrade() -> None:
