@@ -5,6 +5,9 @@ are translated by :func:`translate` (or the :func:`translating` context manager)
 from the error number the server reported:
 
 * ``SIGNAL SQLSTATE '45000'`` in a procedure (errno 1644) -> :class:`InvalidArgument`
+* a value the server cannot convert to a parameter's declared type (1264 out of range, 1265
+  truncated, 1366 incorrect integer or string value such as invalid UTF-8, 1406 too long) ->
+  :class:`InvalidArgument`, its message starting with the parameter's name
 * a missing ``queue_*`` routine or table (1305, 1146) -> :class:`NotMigrated`
 * deadlock (1213) -> :class:`Deadlock`; lock wait timeout (1205) -> :class:`LockTimeout`
 * lost or refused connections (2002, 2003, 2006, 2013, ...) -> :class:`ConnectionLost`
@@ -89,6 +92,9 @@ ER_SP_DOES_NOT_EXIST = 1305
 ER_NO_SUCH_TABLE = 1146
 ER_LOCK_DEADLOCK = 1213
 ER_LOCK_WAIT_TIMEOUT = 1205
+# the server refuses an argument it cannot convert to the parameter's type before the call runs
+CONVERSION_ERRNOS = frozenset({1264, 1265, 1366, 1406})
+_COLUMN = re.compile(r"for column (?:``\.``\.)?[`'](p_\w+)[`']")
 
 CONNECTION_ERRNOS = frozenset(
     {
@@ -132,6 +138,8 @@ def translate(exc: BaseException) -> Error:
     text = f"({errno}) {message}" if errno is not None else message
     if errno == ER_SIGNAL_EXCEPTION:
         return InvalidArgument(message, errno)
+    if errno in CONVERSION_ERRNOS and (m := _COLUMN.search(message)):
+        return InvalidArgument(f"{m.group(1)}: {message} ({errno})", errno)
     if errno == ER_SP_DOES_NOT_EXIST and (m := _MISSING_ROUTINE.search(message)):
         return NotMigrated(
             f"the database has no mysqlq schema ({m.group(1)} is missing); "
