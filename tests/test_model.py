@@ -421,6 +421,8 @@ class ProtocolMachine(RuleBasedStateMachine):
             s = self.state(g, pid, off)
             s.done, s.token = "dlq", None
             self.m.dlq[g].append((pid, off))
+        for pid in {pid for pid, _ in expected_dlq}:
+            self.advance_wm(g, pid)
         seen: dict[int, list[int]] = {}
         for r in got:
             pid, off = r["partition_id"], r["offset"]

@@ -9,6 +9,8 @@ from the error number the server reported:
   truncated, 1366 incorrect integer or string value such as invalid UTF-8, 1406 too long) ->
   :class:`InvalidArgument`, its message starting with the parameter's name
 * a missing ``queue_*`` routine or table (1305, 1146) -> :class:`NotMigrated`
+* access denied to a table, routine or database (1044, 1142, 1143, 1227, 1370) ->
+  :class:`PermissionDenied` (see ``mysqlq grants``)
 * deadlock (1213) -> :class:`Deadlock`; lock wait timeout (1205) -> :class:`LockTimeout`
 * lost or refused connections (2002, 2003, 2006, 2013, ...) -> :class:`ConnectionLost`
 * anything else -> :class:`DatabaseError`
@@ -31,6 +33,7 @@ __all__ = [
     "InvalidDSN",
     "LockTimeout",
     "NotMigrated",
+    "PermissionDenied",
     "SchemaMismatch",
     "TransientError",
     "translate",
@@ -71,6 +74,10 @@ class DatabaseError(Error):
     """Any other error reported by the server or the client library."""
 
 
+class PermissionDenied(DatabaseError):
+    """The account lacks a privilege for this call (see ``mysqlq grants``)."""
+
+
 class TransientError(DatabaseError):
     """An error after which retrying the same operation may succeed."""
 
@@ -93,6 +100,7 @@ ER_NO_SUCH_TABLE = 1146
 ER_LOCK_DEADLOCK = 1213
 ER_LOCK_WAIT_TIMEOUT = 1205
 # the server refuses an argument it cannot convert to the parameter's type before the call runs
+DENIED_ERRNOS = frozenset({1044, 1142, 1143, 1227, 1370})
 CONVERSION_ERRNOS = frozenset({1264, 1265, 1366, 1406})
 _COLUMN = re.compile(r"for column (?:``\.``\.)?[`'](p_\w+)[`']")
 
@@ -152,6 +160,8 @@ def translate(exc: BaseException) -> Error:
             f"run `mysqlq migrate` first [{text}]",
             errno,
         )
+    if errno in DENIED_ERRNOS:
+        return PermissionDenied(text, errno)
     if errno == ER_LOCK_DEADLOCK:
         return Deadlock(text, errno)
     if errno == ER_LOCK_WAIT_TIMEOUT:
