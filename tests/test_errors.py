@@ -129,3 +129,26 @@ def test_killed_connection_is_connection_lost(conn, connect) -> None:
     conn.cursor().execute(f"KILL {int(victim_id)}")
     with pytest.raises(errors.ConnectionLost), errors.translating():
         victim.cursor().execute("SELECT 1")
+
+
+@pytest.mark.parametrize(
+    ("errno", "message", "param"),
+    [
+        (1366, "Incorrect string value: '\\xFF' for column ``.``.`p_group` at row 0", "p_group"),
+        (1264, "Out of range value for column 'p_delay_ms' at row 0", "p_delay_ms"),
+        (1406, "Data too long for column 'p_error' at row 1", "p_error"),
+    ],
+)
+def test_conversion_errors_name_the_parameter(errno: int, message: str, param: str) -> None:
+    """A value the server cannot convert to a parameter's type is bad input too (G13)."""
+    exc = errors.translate(MySQLdb.OperationalError(errno, message))
+    assert isinstance(exc, errors.InvalidArgument)
+    assert str(exc).startswith(f"{param}: ")
+    assert exc.errno == errno
+
+
+def test_conversion_error_of_a_user_column_stays_a_database_error() -> None:
+    exc = errors.translate(
+        MySQLdb.OperationalError(1406, "Data too long for column 'name' at row 1")
+    )
+    assert type(exc) is errors.DatabaseError

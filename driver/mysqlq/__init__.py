@@ -10,6 +10,7 @@ from mysqlq.errors import (
     InvalidDSN,
     LockTimeout,
     NotMigrated,
+    PermissionDenied,
     SchemaMismatch,
     TransientError,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "LockTimeout",
     "Message",
     "NotMigrated",
+    "PermissionDenied",
     "PublishResult",
     "SchemaMismatch",
     "Subscriber",

@@ -123,6 +123,24 @@ def _batch_element(message: Any, default_id: str) -> dict[str, Any]:
     return element
 
 
+def _batch_elements(messages: Any, chunk_size: Any) -> list[dict[str, Any]]:
+    """Check a whole batch before anything is sent: bad input publishes nothing."""
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
+        raise InvalidArgument(f"chunk_size must be an integer, not {chunk_size!r}")
+    if not 1 <= chunk_size <= 100_000:
+        raise InvalidArgument("chunk_size must be between 1 and 100000")
+    if isinstance(messages, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(
+        messages, Iterable
+    ):
+        raise InvalidArgument(
+            "messages must be an iterable of payloads or message mappings, "
+            f"not {type(messages).__name__}"
+        )
+    # one uuid per call: ids the driver makes for messages without one (a retry is recognised)
+    prefix = uuid.uuid4().hex
+    return [_batch_element(m, f"{prefix}-{i}") for i, m in enumerate(messages)]
+
+
 class _Publisher:
     """Publish calls over one connection; shared by the client and its transactions."""
 
@@ -145,11 +163,7 @@ class _Publisher:
         return PublishResult(int(row["offset"]), bool(row["duplicate"]))
 
     def _publish_batch(self, topic, messages, chunk_size) -> list[PublishResult]:
-        if not 1 <= chunk_size <= 100_000:
-            raise InvalidArgument("chunk_size must be between 1 and 100000")
-        # every message is checked before the first chunk is sent: bad input publishes nothing
-        prefix = uuid.uuid4().hex
-        elements = [_batch_element(m, f"{prefix}-{i}") for i, m in enumerate(messages)]
+        elements = _batch_elements(messages, chunk_size)
         results: list[PublishResult] = []
         for start in range(0, len(elements), chunk_size):
             results.extend(self._publish_chunk(topic, elements[start : start + chunk_size]))
@@ -290,11 +304,7 @@ class Client(_Publisher):
         commits on its own."""
         if conn is not None:
             return Transaction(conn).publish_batch(topic, messages, chunk_size=chunk_size)
-        if not 1 <= chunk_size <= 100_000:
-            raise InvalidArgument("chunk_size must be between 1 and 100000")
-        # every message is checked before the first chunk is sent: bad input publishes nothing
-        prefix = uuid.uuid4().hex
-        elements = [_batch_element(m, f"{prefix}-{i}") for i, m in enumerate(messages)]
+        elements = _batch_elements(messages, chunk_size)
         results: list[PublishResult] = []
         for start in range(0, len(elements), chunk_size):
             chunk = elements[start : start + chunk_size]

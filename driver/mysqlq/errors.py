@@ -5,7 +5,12 @@ are translated by :func:`translate` (or the :func:`translating` context manager)
 from the error number the server reported:
 
 * ``SIGNAL SQLSTATE '45000'`` in a procedure (errno 1644) -> :class:`InvalidArgument`
+* a value the server cannot convert to a parameter's declared type (1264 out of range, 1265
+  truncated, 1366 incorrect integer or string value such as invalid UTF-8, 1406 too long) ->
+  :class:`InvalidArgument`, its message starting with the parameter's name
 * a missing ``queue_*`` routine or table (1305, 1146) -> :class:`NotMigrated`
+* access denied to a table, routine or database (1044, 1142, 1143, 1227, 1370) ->
+  :class:`PermissionDenied` (see ``mysqlq grants``)
 * deadlock (1213) -> :class:`Deadlock`; lock wait timeout (1205) -> :class:`LockTimeout`
 * lost or refused connections (2002, 2003, 2006, 2013, ...) -> :class:`ConnectionLost`
 * anything else -> :class:`DatabaseError`
@@ -28,6 +33,7 @@ __all__ = [
     "InvalidDSN",
     "LockTimeout",
     "NotMigrated",
+    "PermissionDenied",
     "SchemaMismatch",
     "TransientError",
     "translate",
@@ -68,6 +74,10 @@ class DatabaseError(Error):
     """Any other error reported by the server or the client library."""
 
 
+class PermissionDenied(DatabaseError):
+    """The account lacks a privilege for this call (see ``mysqlq grants``)."""
+
+
 class TransientError(DatabaseError):
     """An error after which retrying the same operation may succeed."""
 
@@ -89,6 +99,10 @@ ER_SP_DOES_NOT_EXIST = 1305
 ER_NO_SUCH_TABLE = 1146
 ER_LOCK_DEADLOCK = 1213
 ER_LOCK_WAIT_TIMEOUT = 1205
+# the server refuses an argument it cannot convert to the parameter's type before the call runs
+DENIED_ERRNOS = frozenset({1044, 1142, 1143, 1227, 1370})
+CONVERSION_ERRNOS = frozenset({1264, 1265, 1366, 1406})
+_COLUMN = re.compile(r"for column (?:``\.``\.)?[`'](p_\w+)[`']")
 
 CONNECTION_ERRNOS = frozenset(
     {
@@ -132,6 +146,8 @@ def translate(exc: BaseException) -> Error:
     text = f"({errno}) {message}" if errno is not None else message
     if errno == ER_SIGNAL_EXCEPTION:
         return InvalidArgument(message, errno)
+    if errno in CONVERSION_ERRNOS and (m := _COLUMN.search(message)):
+        return InvalidArgument(f"{m.group(1)}: {message} ({errno})", errno)
     if errno == ER_SP_DOES_NOT_EXIST and (m := _MISSING_ROUTINE.search(message)):
         return NotMigrated(
             f"the database has no mysqlq schema ({m.group(1)} is missing); "
@@ -144,6 +160,8 @@ def translate(exc: BaseException) -> Error:
             f"run `mysqlq migrate` first [{text}]",
             errno,
         )
+    if errno in DENIED_ERRNOS:
+        return PermissionDenied(text, errno)
     if errno == ER_LOCK_DEADLOCK:
         return Deadlock(text, errno)
     if errno == ER_LOCK_WAIT_TIMEOUT:

@@ -1,0 +1,145 @@
+"""Least privilege: the GRANT statements for a publisher, a consumer and an admin account.
+
+Every mysqlq routine runs with ``SQL SECURITY DEFINER`` (the server's default, and the routines
+say so explicitly): it runs with the privileges of the account that installed it (the admin that
+ran the migration), so a client needs nothing but ``EXECUTE`` on the routines it calls. It needs no
+privilege on any ``queue_*`` table: a publisher can publish without being able to read a payload,
+and a consumer can fetch and ack without being able to delete a row.
+
+The statements grant to plain accounts (``'user'@'host'``), not to roles. Roles exist on both
+servers but behave differently: MySQL needs ``SET DEFAULT ROLE`` (or
+``activate_all_roles_on_login``) before a granted role is active, MariaDB takes a single
+``SET DEFAULT ROLE`` and has no ``mandatory_roles``; a pooled connection that misses the
+activation step silently has no privilege. Direct grants mean the same thing on MySQL 8 and
+MariaDB 10.6+, and a DBA who prefers roles can grant the same lists to a role.
+
+>>> print("\\n".join(grant_statements("app")))                        # doctest: +ELLIPSIS
+GRANT EXECUTE ON PROCEDURE `app`.`queue_publish` TO 'mysqlq_publisher'@'%';
+...
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = [
+    "ADMIN_PROCEDURES",
+    "ADMIN_TABLE_PRIVILEGES",
+    "CONSUMER_PROCEDURES",
+    "FUNCTIONS",
+    "PUBLISHER_PROCEDURES",
+    "Account",
+    "grant_statements",
+    "parse_account",
+]
+
+# every public routine belongs to exactly one list (tests/test_grants.py checks the installed ones)
+PUBLISHER_PROCEDURES = ("queue_publish", "queue_publish_batch")
+CONSUMER_PROCEDURES = (
+    "queue_subscribe",
+    "queue_heartbeat",
+    "queue_acquire_leases",
+    "queue_release_leases",
+    "queue_deregister",
+    "queue_fetch",
+    "queue_fetch_wait",
+    "queue_ack",
+    "queue_nack",
+    "queue_extend",
+    "queue_dead_letter",
+    "queue_release_messages",
+)
+# what changes other groups' or the topic's state, or deletes: the admin's alone
+ADMIN_PROCEDURES = (
+    "queue_topic_configure",
+    "queue_unsubscribe",
+    "queue_seek",
+    "queue_redrive",
+    "queue_gc",
+    "queue_maintenance",
+)
+FUNCTIONS = ("queue_version",)  # every account may ask the protocol version
+# the migration installs tables, routines and events and stamps its version table; `mysqlq stats`
+# and `mysqlq dlq` read the tables
+ADMIN_TABLE_PRIVILEGES = (
+    "SELECT",
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "CREATE",
+    "ALTER",
+    "DROP",
+    "INDEX",
+    "REFERENCES",
+    "CREATE TEMPORARY TABLES",
+    "LOCK TABLES",
+    "EXECUTE",
+    "CREATE ROUTINE",
+    "ALTER ROUTINE",
+    "EVENT",
+    "TRIGGER",
+    "CREATE VIEW",
+    "SHOW VIEW",
+)
+
+_IDENT = re.compile(r"^[A-Za-z0-9_$]{1,64}$")
+
+
+@dataclass(frozen=True)
+class Account:
+    user: str
+    host: str = "%"
+
+    def sql(self) -> str:
+        return f"{_quote_string(self.user)}@{_quote_string(self.host)}"
+
+
+def _quote_string(value: str) -> str:
+    if not value or len(value) > 255 or any(c in value for c in "'\\\x00\n\r"):
+        raise ValueError(f"not a usable account name part: {value!r}")
+    return f"'{value}'"
+
+
+def _database(name: str) -> str:
+    if not _IDENT.match(name):
+        raise ValueError(f"database name must be 1-64 characters of A-Z a-z 0-9 _ $: {name!r}")
+    return f"`{name}`"
+
+
+def parse_account(text: str, default_host: str = "%") -> Account:
+    """``user`` or ``user@host`` (quotes optional) -> Account."""
+    user, _, host = text.partition("@")
+    return Account(user.strip("'`\""), (host or default_host).strip("'`\""))
+
+
+def _execute(db: str, routines: Iterable[str], kind: str, account: Account) -> list[str]:
+    return [f"GRANT EXECUTE ON {kind} {db}.`{r}` TO {account.sql()};" for r in routines]
+
+
+def grant_statements(
+    database: str,
+    *,
+    publisher: Account | None = Account("mysqlq_publisher"),
+    consumer: Account | None = Account("mysqlq_consumer"),
+    admin: Account | None = Account("mysqlq_admin"),
+    create_users: bool = False,
+) -> list[str]:
+    """The statements that give each account what its role needs in ``database``, and nothing
+    more. ``None`` leaves an account out. ``create_users`` adds ``CREATE USER IF NOT EXISTS``
+    (without a password: set one with ``ALTER USER ... IDENTIFIED BY ...``)."""
+    db = _database(database)
+    out: list[str] = []
+    for account in (publisher, consumer, admin):
+        if account is not None and create_users:
+            out.append(f"CREATE USER IF NOT EXISTS {account.sql()};")
+    if publisher is not None:
+        out += _execute(db, PUBLISHER_PROCEDURES, "PROCEDURE", publisher)
+        out += _execute(db, FUNCTIONS, "FUNCTION", publisher)
+    if consumer is not None:
+        out += _execute(db, CONSUMER_PROCEDURES, "PROCEDURE", consumer)
+        out += _execute(db, FUNCTIONS, "FUNCTION", consumer)
+    if admin is not None:
+        out.append(f"GRANT {', '.join(ADMIN_TABLE_PRIVILEGES)} ON {db}.* TO {admin.sql()};")
+    return out

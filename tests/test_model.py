@@ -1,0 +1,715 @@
+"""Model-based test: the stored procedures against a small Python model of the protocol.
+
+Hypothesis drives random sequences of protocol calls (publish, with duplicates, delays and an
+open transaction that commits or rolls back; lease ticks, graceful leaves and lease expiry;
+fetch, ack, nack, extend, dead-letter, release; seek; GC; the clock) against one topic, two
+consumer groups (one in strict order, ``batch_size = 1``) and two subscribers per group. Time is
+injected through ``p_now``: the model's clock is the server clock plus a skew that only grows, so
+``published_at`` (always the server clock) is never in the model's future.
+
+The model predicts what it can predict exactly (publish offsets and duplicates, settle counts,
+dead letters, lease sets after each tick, seek positions, GC deletions, watermarks) and checks
+the rest against the guarantees. After every step the database is compared with the model:
+
+* G1  idempotent publish: a repeat returns the first offset, stores nothing;
+* G3  the log of every partition is gap-free and commit-ordered; a rolled-back publish leaves no
+      hole and a late commit is delivered;
+* G4  fetch serves only partitions the subscriber holds under an unexpired lease, never a message
+      in flight elsewhere; a stale token changes nothing;
+* G6  first deliveries of a partition start in offset order; the strict group never has more
+      than one message of a partition in flight;
+* G7  a nacked message waits its delay without holding back later ones (it is not delivered
+      before, and the others are);
+* G8  ``offset_acked`` is the highest contiguous done offset; no delivery-state row at or below it;
+* G9  a step of one group changes no row of the other group; GC deletes only what every group
+      passed;
+* G10 after ``max_attempts`` deliveries or an explicit dead-letter the message is in the group's
+      DLQ with its provenance and the original payload;
+* G11 after a tick a subscriber holds its fair share (exact set: kept lowest, taken lowest);
+* G12 nothing is delivered before its ``deliver_at``.
+
+At the end of every example all groups drain: every committed message is acked or
+dead-lettered by every group (G5), and GC then empties the log.
+
+Budget: the ``ci`` profile (default) runs a fixed number of examples; ``MYSQLQ_MODEL_PROFILE=long``
+runs many more. One database serves the whole test; every example uses fresh topic names.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import zlib
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from support import call, rows, scalar, server_now
+
+from mysqlq import errors
+
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    stateful_step_count=50,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
+settings.register_profile(
+    "long",
+    max_examples=400,
+    stateful_step_count=80,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+PROFILE = os.environ.get("MYSQLQ_MODEL_PROFILE", "ci")
+
+SLOTS = 2  # hashed partitions for unkeyed messages
+MAX_ATTEMPTS = 2
+LEASE_MS = 10_000
+VISIBILITY_MS = 5_000
+KEYS = ["a", "b", None]  # None: unkeyed, hashed by id
+TX_KEY = "tx"  # the only partition an open transaction publishes to
+IDS = [f"m{i}" for i in range(8)]  # a small pool, so repeats (G1) are frequent
+GROUPS = {"g1": 3, "g2": 1}  # group -> batch_size; g2 is strict
+SUBSCRIBERS = {"g1": ["s1", "s2"], "g2": ["s3", "s4"]}
+
+_counter = itertools.count()
+
+
+@dataclass
+class Msg:
+    pid: int
+    offset: int
+    id: str
+    payload: bytes
+    published_at: int
+    deliver_at: int
+    committed: bool = True
+
+    @property
+    def delayed(self) -> bool:
+        return self.deliver_at > self.published_at
+
+
+@dataclass
+class GState:
+    """One group's view of one message."""
+
+    attempts: int = 0
+    token: int | None = None  # the current delivery's token
+    until: int = 0  # visibility deadline of the current delivery
+    holder: str | None = None
+    done: str | None = None  # 'ack', 'dlq' or 'seek'
+    not_before: int = 0  # a nack delay
+    delivered: bool = False  # delivered at least once since the last seek
+
+
+@dataclass
+class Lease:
+    holder: str | None = None
+    expires: int = 0
+
+
+@dataclass
+class Delivery:
+    group: str
+    sub: str
+    pid: int
+    offset: int
+    token: int
+
+
+@dataclass
+class Model:
+    msgs: dict[tuple[int, int], Msg] = field(default_factory=dict)  # (pid, offset)
+    last: dict[int, int] = field(default_factory=dict)  # pid -> last offset
+    first_retained: dict[int, int] = field(default_factory=dict)  # pid -> lowest kept offset
+    gstate: dict[tuple[str, int, int], GState] = field(default_factory=dict)
+    wm: dict[tuple[str, int], int] = field(default_factory=dict)  # (group, pid) -> watermark
+    leases: dict[tuple[str, int], Lease] = field(default_factory=dict)  # (group, pid)
+    heartbeats: dict[tuple[str, str], int] = field(default_factory=dict)  # (group, sub) -> exp
+    dlq: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # group -> originals
+    deliveries: list[Delivery] = field(default_factory=list)
+
+
+class ProtocolMachine(RuleBasedStateMachine):
+    conn = None  # set by the test
+    tx_conn = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        n = next(_counter)
+        self.topic = f"model{n}_{os.getpid()}"
+        self.dlq_topic = f"{self.topic}_dlq"
+        self.m = Model(dlq={g: [] for g in GROUPS})
+        self.skew = 0
+        self.tx: Msg | None = None  # the message published in the open transaction
+        self.pids: dict[tuple[str | None, int], int] = {}  # (key, slot) -> partition_id
+
+    # ------------------------------------------------------------------ helpers
+
+    def now(self) -> int:
+        return server_now(self.conn) + self.skew
+
+    def state(self, g: str, pid: int, off: int) -> GState:
+        return self.m.gstate.setdefault((g, pid, off), GState())
+
+    def partition_id(self, key: str | None, id_: str) -> int:
+        slot = -1 if key is not None else zlib.crc32(id_.encode()) % SLOTS
+        ident = (key, slot)
+        if ident not in self.pids:
+            pid = scalar(
+                self.conn,
+                "SELECT partition_id FROM queue_partitions WHERE topic = %s AND partition_key = %s"
+                " AND slot = %s",
+                self.topic,
+                "" if key is None else key,
+                slot,
+            )
+            assert pid is not None, f"no partition for key {key!r} slot {slot}"
+            self.pids[ident] = int(pid)
+        return self.pids[ident]
+
+    def group_rows(self, g: str) -> tuple:
+        """Everything the group owns on the topic: offsets, delivery state, leases."""
+        args = (g, self.topic)
+        return (
+            rows(
+                self.conn,
+                "SELECT o.* FROM queue_offsets o JOIN queue_partitions p USING (partition_id)"
+                " WHERE o.group_name = %s AND p.topic = %s ORDER BY o.partition_id",
+                *args,
+            ),
+            rows(
+                self.conn,
+                "SELECT s.* FROM queue_delivery_state s JOIN queue_partitions p"
+                " USING (partition_id) WHERE s.group_name = %s AND p.topic = %s"
+                " ORDER BY s.partition_id, s.msg_offset",
+                *args,
+            ),
+            rows(
+                self.conn,
+                "SELECT * FROM queue_partition_leases WHERE group_name = %s AND topic = %s"
+                " ORDER BY partition_id",
+                *args,
+            ),
+        )
+
+    def others_unchanged(self, g: str):
+        """Context for G9: the other groups' rows must not change during a step of group g."""
+        machine = self
+
+        class _Guard:
+            def __enter__(self):
+                self.before = {o: machine.group_rows(o) for o in GROUPS if o != g}
+
+            def __exit__(self, exc_type, *_):
+                if exc_type is None:
+                    for o, before in self.before.items():
+                        assert machine.group_rows(o) == before, f"G9: a step of {g} changed {o}"
+
+        return _Guard()
+
+    def live_partitions(self) -> list[int]:
+        return sorted(pid for pid in self.m.last)
+
+    def retained(self, pid: int):
+        lo = self.m.first_retained.get(pid, 1)
+        for off in range(lo, self.m.last[pid] + 1):
+            yield self.m.msgs[(pid, off)]
+
+    def advance_wm(self, g: str, pid: int) -> None:
+        if (g, pid) not in self.m.wm:
+            return
+        wm = self.m.wm[(g, pid)]
+        while wm < self.m.last[pid] and self.state(g, pid, wm + 1).done:
+            wm += 1
+        self.m.wm[(g, pid)] = wm
+
+    def open_offsets(self, g: str, pid: int) -> None:
+        """The group's first touch of a partition: just before the oldest retained message."""
+        if (g, pid) not in self.m.wm:
+            self.m.wm[(g, pid)] = self.m.first_retained.get(pid, 1) - 1
+
+    # ------------------------------------------------------------------ setup
+
+    @initialize()
+    def setup(self) -> None:
+        call(self.conn, "queue_topic_configure", self.topic, SLOTS, MAX_ATTEMPTS, None, 0)
+        for g in GROUPS:
+            call(
+                self.conn,
+                "queue_subscribe",
+                g,
+                self.topic,
+                None,
+                MAX_ATTEMPTS,
+                None,
+                LEASE_MS,
+                None,
+            )
+        # every keyed partition exists (committed) before the first open transaction
+        for key in ("a", "b", TX_KEY):
+            self._publish(key, f"init-{key}", 0)
+        for g in GROUPS:  # one member of each group starts with the leases
+            self.tick(g, 0)
+
+    # ------------------------------------------------------------------ publishing
+
+    def _publish(self, key: str | None, id_: str, delay_ms: int, conn=None) -> Msg | None:
+        conn = conn or self.conn
+        payload = f"{key}:{id_}:{len(self.m.msgs)}".encode()
+        result = call(conn, "queue_publish", self.topic, key, id_, payload, None, delay_ms)[0]
+        pid = self.partition_id(key, id_) if conn is self.conn else self.pids[(key, -1)]
+        existing = [m for m in (self.retained(pid) if pid in self.m.last else []) if m.id == id_]
+        if existing:  # G1
+            assert result["duplicate"] == 1, f"G1: {id_} in partition {pid} not a duplicate"
+            assert result["offset"] == existing[0].offset
+            return None
+        assert result["duplicate"] == 0, f"G1: {id_} taken for a duplicate"
+        expected = self.m.last.get(pid, 0) + 1
+        assert result["offset"] == expected, f"G3: offset {result['offset']} != {expected}"
+        row = rows(
+            conn,
+            "SELECT published_at, deliver_at, payload FROM queue_messages"
+            " WHERE partition_id = %s AND msg_offset = %s",
+            pid,
+            expected,
+        )[0]
+        assert bytes(row["payload"]) == payload
+        assert row["deliver_at"] == row["published_at"] + delay_ms, "G12: deliver_at"
+        msg = Msg(pid, expected, id_, payload, row["published_at"], row["deliver_at"])
+        self.m.msgs[(pid, expected)] = msg
+        self.m.last[pid] = expected
+        self.m.first_retained.setdefault(pid, 1)
+        return msg
+
+    @rule(
+        key=st.sampled_from(KEYS),
+        id_=st.sampled_from(IDS),
+        delay_ms=st.sampled_from([0, 0, 0, 2_000, 30_000]),
+    )
+    def publish(self, key, id_, delay_ms) -> None:
+        if self.tx is not None and key is None:
+            # an unkeyed publish may hash into a slot: fine, the transaction holds only TX_KEY
+            pass
+        self._publish(key, id_, delay_ms)
+
+    @precondition(lambda self: self.tx is None)
+    @rule(id_=st.sampled_from(IDS))
+    def begin_transaction_and_publish(self, id_) -> None:
+        """A publish in a transaction left open (G2, G3): invisible until it commits."""
+        pid = self.pids[(TX_KEY, -1)]
+        self.tx_conn.cursor().execute("START TRANSACTION")
+        before_last = self.m.last[pid]
+        msg = self._publish(TX_KEY, id_, 0, conn=self.tx_conn)
+        if msg is None:  # a duplicate: nothing to commit
+            self.tx_conn.rollback()
+            return
+        # the model does not know the message until it commits
+        del self.m.msgs[(pid, msg.offset)]
+        self.m.last[pid] = before_last
+        self.tx = msg
+
+    @precondition(lambda self: self.tx is not None)
+    @rule(commit=st.booleans())
+    def end_transaction(self, commit) -> None:
+        msg, self.tx = self.tx, None
+        if commit:
+            self.tx_conn.commit()
+            assert msg.offset == self.m.last[msg.pid] + 1, "G3: late commit out of sequence"
+            self.m.msgs[(msg.pid, msg.offset)] = msg
+            self.m.last[msg.pid] = msg.offset
+        else:
+            self.tx_conn.rollback()
+
+    # ------------------------------------------------------------------ leases
+
+    @rule(g=st.sampled_from(sorted(GROUPS)), i=st.integers(0, 1))
+    def tick(self, g, i) -> None:
+        sub = SUBSCRIBERS[g][i]
+        now = self.now()
+        self.m.heartbeats[(g, sub)] = now + LEASE_MS
+        pids = self.live_partitions()
+        for pid in pids:
+            self.m.leases.setdefault((g, pid), Lease())
+        live = sorted(s for (gg, s), exp in self.m.heartbeats.items() if gg == g and exp > now)
+        n, rank = len(live), live.index(sub)
+        share = len(pids) // n + (1 if rank < len(pids) % n else 0)  # G11
+        mine = [p for p in pids if self.m.leases[(g, p)].holder == sub]
+        free = [
+            p
+            for p in pids
+            if self.m.leases[(g, p)].holder != sub
+            and (self.m.leases[(g, p)].holder is None or self.m.leases[(g, p)].expires <= now)
+        ]
+        if len(mine) > share:
+            keep, give = mine[:share], mine[share:]
+        else:
+            keep, give = mine + free[: share - len(mine)], []
+        for p in give:
+            self.m.leases[(g, p)] = Lease(None, self.m.leases[(g, p)].expires)
+        for p in keep:
+            self.m.leases[(g, p)] = Lease(sub, now + LEASE_MS)
+        with self.others_unchanged(g):
+            held = call(self.conn, "queue_acquire_leases", g, self.topic, sub, LEASE_MS, now)
+        assert sorted(r["partition_id"] for r in held) == sorted(keep), (
+            f"G11: {sub} holds {[r['partition_id'] for r in held]}, model {sorted(keep)}"
+            f" (share {share} of {len(pids)} among {live})"
+        )
+
+    @rule(g=st.sampled_from(sorted(GROUPS)), i=st.integers(0, 1))
+    def deregister(self, g, i) -> None:
+        """A graceful leave releases every lease at once (G11)."""
+        sub = SUBSCRIBERS[g][i]
+        now = self.now()
+        released = 0
+        for (gg, _pid), lease in self.m.leases.items():
+            if gg == g and lease.holder == sub:
+                lease.holder = None
+                released += 1
+        self.m.heartbeats.pop((g, sub), None)
+        with self.others_unchanged(g):
+            result = call(self.conn, "queue_deregister", g, self.topic, sub, now)[0]
+        assert result["released"] == released
+
+    # ------------------------------------------------------------------ consuming
+
+    @rule(g=st.sampled_from(sorted(GROUPS)), i=st.integers(0, 1))
+    def fetch(self, g, i) -> None:
+        sub = SUBSCRIBERS[g][i]
+        now = self.now()
+        batch = GROUPS[g]
+        served = [
+            pid
+            for pid in self.live_partitions()
+            if (lease := self.m.leases.get((g, pid)))
+            and lease.holder == sub
+            and lease.expires > now
+        ]
+        # expired deliveries at their last attempt go to the DLQ (G10)
+        expected_dlq = []
+        for pid in served:
+            self.open_offsets(g, pid)
+            for msg in self.retained(pid):
+                s = self.state(g, pid, msg.offset)
+                if (
+                    msg.offset > self.m.wm[(g, pid)]
+                    and s.token is not None
+                    and not s.done
+                    and s.until <= now
+                    and s.attempts >= MAX_ATTEMPTS
+                ):
+                    expected_dlq.append((pid, msg.offset))
+        with self.others_unchanged(g):
+            got = call(
+                self.conn, "queue_fetch", g, self.topic, sub, batch, VISIBILITY_MS, 1000, now
+            )
+        for pid, off in expected_dlq:
+            s = self.state(g, pid, off)
+            s.done, s.token = "dlq", None
+            self.m.dlq[g].append((pid, off))
+        for pid in {pid for pid, _ in expected_dlq}:
+            self.advance_wm(g, pid)
+        seen: dict[int, list[int]] = {}
+        for r in got:
+            pid, off = r["partition_id"], r["offset"]
+            assert pid in served, f"G4: {sub} got partition {pid} it does not hold"
+            msg = self.m.msgs.get((pid, off))
+            assert msg is not None, f"G3/G2: delivered unknown message {pid}/{off}"
+            assert bytes(r["payload"]) == msg.payload
+            s = self.state(g, pid, off)
+            assert not s.done, f"G4: {g} got {pid}/{off}, done ({s.done})"
+            assert off > self.m.wm[(g, pid)], "G8: delivered at or below the watermark"
+            assert not (s.token is not None and s.until > now), (
+                f"G4: {pid}/{off} delivered to {sub} while in flight with {s.holder}"
+            )
+            assert msg.deliver_at <= now, "G12: delivered before deliver_at"
+            assert s.not_before <= now, "G7/G12: delivered before the nack delay passed"
+            assert r["attempt"] == s.attempts + 1, (
+                f"attempt {r['attempt']} for {pid}/{off}, model {s.attempts + 1}"
+            )
+            if not s.delivered and not msg.delayed:  # G6: first deliveries in offset order
+                for lower in self.retained(pid):
+                    if lower.offset >= off or lower.offset <= self.m.wm[(g, pid)]:
+                        continue
+                    ls = self.state(g, pid, lower.offset)
+                    assert lower.delayed or ls.delivered or ls.done, (
+                        f"G6: {pid}/{off} delivered before {pid}/{lower.offset}"
+                    )
+            assert not seen.get(pid) or seen[pid][-1] < off, "G6: fetch rows out of order"
+            seen.setdefault(pid, []).append(off)
+            s.attempts, s.token, s.until = r["attempt"], r["token"], now + VISIBILITY_MS
+            s.holder, s.delivered, s.not_before = sub, True, 0
+            self.m.deliveries.append(Delivery(g, sub, pid, off, r["token"]))
+        for pid in served:
+            in_flight = [
+                msg.offset
+                for msg in self.retained(pid)
+                if (s := self.state(g, pid, msg.offset)).token is not None and not s.done
+            ]
+            assert len(in_flight) <= batch, f"G6: {g} has {in_flight} in flight on {pid}"
+        self.m.deliveries = self.m.deliveries[-40:]
+
+    @rule(
+        g=st.sampled_from(sorted(GROUPS)), i=st.integers(0, 1), delay=st.sampled_from([0, 0, 2_000])
+    )
+    def fetch_and_fail(self, g, i, delay) -> None:
+        """A failing handler: fetch and nack everything this subscriber has (retries, G7, G10)."""
+        self.fetch(g, i)
+        sub = SUBSCRIBERS[g][i]
+        mine = [
+            d
+            for d in self.m.deliveries
+            if d.sub == sub and self.state(g, d.pid, d.offset).token == d.token
+        ]
+        if mine:
+            self._settle_group(
+                "queue_nack", g, sorted(mine, key=lambda d: (d.pid, d.offset)), delay, "failed"
+            )
+
+    @rule(g=st.sampled_from(sorted(GROUPS)), i=st.integers(0, 1))
+    def fetch_more(self, g, i) -> None:
+        self.fetch(g, i)
+
+    def _settle(self, proc: str, picks: list[int], *extra) -> None:
+        # mostly current deliveries; a pick below 200 may be any delivery, often a stale one (G4)
+        current = [
+            d for d in self.m.deliveries if self.state(d.group, d.pid, d.offset).token == d.token
+        ]
+        chosen = {}
+        for p in picks:
+            pool = current if current and p >= 200 else self.m.deliveries
+            d = pool[p % len(pool)]
+            chosen[(d.group, d.pid, d.offset, d.token)] = d
+        by_group: dict[str, list[Delivery]] = {}
+        for d in chosen.values():
+            by_group.setdefault(d.group, []).append(d)
+        for g, ds in sorted(by_group.items()):
+            self._settle_group(proc, g, sorted(ds, key=lambda d: (d.pid, d.offset)), *extra)
+
+    def _settle_group(self, proc: str, g: str, ds: list[Delivery], *extra) -> None:
+        now = self.now()
+        settled = stale = dead = 0
+        triples = []
+        for d in ds:
+            triples.append([d.pid, d.offset, d.token])
+            s = self.state(g, d.pid, d.offset)
+            if s.done or s.token != d.token:
+                stale += 1
+                continue
+            settled += 1
+            if proc == "queue_ack":
+                s.done, s.token = "ack", None
+            elif proc == "queue_nack":
+                if s.attempts >= MAX_ATTEMPTS:
+                    s.done, s.token = "dlq", None
+                    dead += 1
+                else:
+                    s.token, s.not_before = None, now + extra[0]
+            elif proc == "queue_extend":
+                s.until = now + extra[0]
+            elif proc == "queue_dead_letter":
+                s.done, s.token = "dlq", None
+                dead += 1
+            elif proc == "queue_release_messages":
+                s.token, s.attempts = None, s.attempts - 1
+            if s.done == "dlq":
+                self.m.dlq[g].append((d.pid, d.offset))
+        with self.others_unchanged(g):
+            result = call(self.conn, proc, g, json.dumps(triples), *extra, now)[0]
+        assert (result["settled"], result["stale"], result["dead_lettered"]) == (
+            settled,
+            stale,
+            dead,
+        ), f"{proc} {triples}: got {result}, model {(settled, stale, dead)} (G4, G10)"
+        for pid in {d.pid for d in ds}:
+            self.advance_wm(g, pid)
+
+    @precondition(lambda self: self.m.deliveries)
+    @rule(picks=st.lists(st.integers(0, 1000), min_size=1, max_size=4))
+    def ack(self, picks) -> None:
+        self._settle("queue_ack", picks)
+
+    @precondition(lambda self: self.m.deliveries)
+    @rule(picks=st.lists(st.integers(0, 1000), min_size=1, max_size=3))
+    def ack_more(self, picks) -> None:  # acks are the common path: weight them up
+        self._settle("queue_ack", picks)
+
+    @precondition(lambda self: self.m.deliveries)
+    @rule(
+        picks=st.lists(st.integers(0, 1000), min_size=1, max_size=3),
+        delay=st.sampled_from([0, 3_000]),
+    )
+    def nack(self, picks, delay) -> None:
+        self._settle("queue_nack", picks, delay, "failed")
+
+    @precondition(lambda self: self.m.deliveries)
+    @rule(picks=st.lists(st.integers(0, 1000), min_size=1, max_size=2))
+    def extend(self, picks) -> None:
+        self._settle("queue_extend", picks, 20_000)
+
+    @precondition(lambda self: self.m.deliveries)
+    @rule(picks=st.lists(st.integers(0, 1000), min_size=1, max_size=2))
+    def dead_letter(self, picks) -> None:
+        self._settle("queue_dead_letter", picks, "poison")
+
+    @precondition(lambda self: self.m.deliveries)
+    @rule(picks=st.lists(st.integers(0, 1000), min_size=1, max_size=2))
+    def release(self, picks) -> None:
+        self._settle("queue_release_messages", picks)
+
+    # ------------------------------------------------------------------ time, seek, gc
+
+    @rule(ms=st.sampled_from([1, 500, 2_500, 6_000, 12_000]))
+    def advance_clock(self, ms) -> None:
+        self.skew += ms
+
+    @rule(
+        g=st.sampled_from(sorted(GROUPS)),
+        key=st.sampled_from(["a", "b", None]),
+        to=st.one_of(st.none(), st.integers(0, 6)),
+    )
+    def seek(self, g, key, to) -> None:
+        target = to
+        now = self.now()
+        pids = self.live_partitions() if key is None else [self.pids[key, -1]]
+        expected = {}
+        for pid in pids:
+            self.open_offsets(g, pid)
+            first = self.m.first_retained.get(pid, 1)
+            last = self.m.last[pid]
+            wm = last if target is None else min(max(target - 1, first - 1), last)
+            expected[pid] = wm
+            self.m.wm[(g, pid)] = wm
+            for msg in self.retained(pid):
+                s = self.state(g, pid, msg.offset)
+                s.token, s.not_before = None, 0
+                if msg.offset <= wm:
+                    s.done = s.done or "seek"
+                else:
+                    s.done, s.attempts, s.delivered = None, 0, False
+        with self.others_unchanged(g):
+            got = call(self.conn, "queue_seek", g, self.topic, key, target, now)
+        assert {r["partition_id"]: r["offset_acked"] for r in got} == expected, "seek position"
+
+    @precondition(lambda self: self.tx is None)
+    @rule()
+    def gc(self) -> None:
+        """GC deletes exactly what every subscribed group passed (G9)."""
+        expected = 0
+        cut = {}
+        for pid in self.live_partitions():
+            safe = min(self.m.wm.get((g, pid), 0) for g in GROUPS)
+            first = self.m.first_retained.get(pid, 1)
+            if safe >= first:
+                expected += safe - first + 1
+                cut[pid] = safe + 1
+        result = call(self.conn, "queue_gc", 1_000_000, self.now())[0]
+        assert result["deleted"] == expected, (
+            f"G9: GC deleted {result['deleted']}, model {expected}"
+        )
+        for pid, first in cut.items():
+            self.m.first_retained[pid] = first
+
+    # ------------------------------------------------------------------ invariants
+
+    @invariant()
+    def database_matches_model(self) -> None:
+        if not hasattr(self, "m") or not self.m.last:
+            return
+        # G1, G3: the retained log of each partition is exactly the model's, gap-free
+        log = rows(
+            self.conn,
+            "SELECT partition_id, msg_offset, message_id FROM queue_messages WHERE topic = %s"
+            " ORDER BY partition_id, msg_offset",
+            self.topic,
+        )
+        expected = [
+            (m.pid, m.offset, m.id) for pid in self.live_partitions() for m in self.retained(pid)
+        ]
+        assert [(r["partition_id"], r["msg_offset"], r["message_id"]) for r in log] == expected
+        # G8: watermarks and no delivery-state row at or below them
+        for g in GROUPS:
+            offsets, states, _ = self.group_rows(g)
+            got = {r["partition_id"]: r["offset_acked"] for r in offsets}
+            want = {pid: wm for (gg, pid), wm in self.m.wm.items() if gg == g}
+            assert got == want, f"G8: {g} watermarks {got}, model {want}"
+            for s in states:
+                assert s["msg_offset"] > got[s["partition_id"]], f"G8: row behind watermark {s}"
+        # G10: one DLQ entry per dead letter, with provenance and the original payload
+        dlq = rows(
+            self.conn,
+            "SELECT origin_topic, origin_group, origin_offset, origin_message_id, payload,"
+            " failures FROM queue_messages WHERE topic = %s ORDER BY partition_id, msg_offset",
+            self.dlq_topic,
+        )
+        for g in GROUPS:
+            entries = sorted(
+                (r["origin_offset"], r["origin_message_id"], bytes(r["payload"]))
+                for r in dlq
+                if r["origin_group"] == g
+            )
+            want = sorted(
+                (off, self.m.msgs[(pid, off)].id, self.m.msgs[(pid, off)].payload)
+                for pid, off in self.m.dlq[g]
+            )
+            assert entries == want, f"G10: {g} DLQ {entries}, model {want}"
+        assert all(r["origin_topic"] == self.topic for r in dlq)
+
+    # ------------------------------------------------------------------ the end: drain (G5)
+
+    def teardown(self) -> None:
+        if not hasattr(self, "m") or not self.m.last:
+            return
+        if self.tx is not None:
+            self.end_transaction(True)
+        self.skew += 60_000  # every lease, visibility, delay and nack delay has passed
+        for g in GROUPS:
+            sub = SUBSCRIBERS[g][0]
+            for other in SUBSCRIBERS[g][1:]:
+                self.deregister(g, SUBSCRIBERS[g].index(other))
+            for _ in range(200):
+                self.tick(g, 0)
+                self.fetch(g, 0)
+                fresh = [d for d in self.m.deliveries if d.group == g and d.sub == sub]
+                current = [d for d in fresh if self.state(g, d.pid, d.offset).token == d.token]
+                if current:
+                    self._settle_group(
+                        "queue_ack", g, sorted(current, key=lambda d: (d.pid, d.offset))
+                    )
+                    self.m.deliveries = [d for d in self.m.deliveries if d not in current]
+                if all(self.m.wm.get((g, pid)) == self.m.last[pid] for pid in self.m.last):
+                    break
+                self.skew += 1
+            else:
+                raise AssertionError(f"G5: {g} did not drain: {self.m.wm} vs {self.m.last}")
+            self.database_matches_model()
+        self.gc()
+        self.database_matches_model()
+        assert not rows(self.conn, "SELECT 1 FROM queue_messages WHERE topic = %s", self.topic)
+
+
+def test_protocol_matches_model(db) -> None:
+    conn = db.connect()
+    tx_conn = db.connect()
+    for c in (conn, tx_conn):
+        c.cursor().execute("SET SESSION innodb_lock_wait_timeout = 5")
+    ProtocolMachine.conn = conn
+    ProtocolMachine.tx_conn = tx_conn
+    try:
+        run_state_machine_as_test(ProtocolMachine, settings=settings.get_profile(PROFILE))
+    except errors.LockTimeout as exc:  # pragma: no cover - a hang would be a finding
+        pytest.fail(f"a step waited on a lock: {exc}")
