@@ -56,6 +56,8 @@ ADMIN_PROCEDURES = (
     "queue_topic_configure",
     "queue_unsubscribe",
     "queue_seek",
+    # Spark's streaming consumer group moves offsets without leases (and reads the log's tables)
+    "queue_commit_offsets",
     "queue_redrive",
     "queue_gc",
     "queue_maintenance",
