@@ -1,8 +1,8 @@
--- The protocol version installed in this database; the driver refuses to run against another.
--- Bumped whenever a procedure's parameters or result sets change.
-CREATE FUNCTION queue_version()
-RETURNS VARCHAR(32)
-DETERMINISTIC
+-- The protocol version installed in this database (one row, column `version`); the driver refuses
+-- to run against another. Bumped whenever a procedure's parameters or result sets change.
+CREATE PROCEDURE queue_version()
 NO SQL
 SQL SECURITY DEFINER
-    RETURN '1.1'
+BEGIN
+    SELECT '1.2' AS version;
+END

@@ -133,12 +133,17 @@ def mysql_client() -> str | None:
     return shutil.which("mariadb") or shutil.which("mysql")
 
 
-def run_script(server_dsn: str, database: str, script: Path) -> subprocess.CompletedProcess[str]:
-    """Run ``script`` with the mariadb/mysql command-line client, as a DBA would."""
-    client = mysql_client()
+def run_script(
+    server_dsn: str, database: str, script: Path, server: Any = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` with the mariadb/mysql command-line client, as a DBA would: for a MySQL
+    from the chroot (``server``), MySQL's own ``mysql`` client from that chroot."""
+    chroot = getattr(server, "chroot", None)
+    client = "mysql" if chroot else mysql_client()
     assert client, "no mariadb/mysql client"
     kw = connect_kwargs(server_dsn)
-    cmd = [client, "--no-defaults", "-u", kw.get("user", "root")]
+    cmd = ["chroot", str(chroot)] if chroot else []
+    cmd += [client, "--no-defaults", "-u", kw.get("user", "root")]
     if "unix_socket" in kw:
         cmd += ["--socket", kw["unix_socket"]]
     else:

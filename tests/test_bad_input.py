@@ -151,6 +151,7 @@ SIGNATURES: dict[str, dict[str, Any]] = {
     },
     "queue_gc": {"p_limit": 1000, "p_now": None},
     "queue_maintenance": {"p_now": None},
+    "queue_version": {},  # no parameter: nothing to get wrong
 }
 
 
@@ -396,6 +397,7 @@ PARAM_KINDS: dict[str, dict[str, list]] = {
     },
     "queue_gc": {"p_limit": count_values(1_000_000, allow_null=False), "p_now": NOW_VALUES},
     "queue_maintenance": {"p_now": NOW_VALUES},
+    "queue_version": {},
 }
 
 # Free-form text parameters the procedures store as given (any value, NULL included, is valid).

@@ -234,10 +234,20 @@ def test_a_database_never_migrated_raises_not_migrated(empty_db):
 
 def test_another_schema_version_raises_schema_mismatch(dsn, conn):
     cur = conn.cursor()
-    cur.execute("DROP FUNCTION queue_version")
-    cur.execute("CREATE FUNCTION queue_version() RETURNS VARCHAR(16) DETERMINISTIC RETURN '0.9'")
+    cur.execute("DROP PROCEDURE queue_version")
+    cur.execute("CREATE PROCEDURE queue_version() SELECT '0.9' AS version")
     with pytest.raises(mysqlq.SchemaMismatch, match=r"0\.9"):
         mysqlq.connect(dsn)
+
+
+def test_a_database_at_protocol_1_1_raises_schema_mismatch(dsn, conn):
+    """Before 1.2 the version was a function: its version is reported, not "never migrated"."""
+    cur = conn.cursor()
+    cur.execute("DROP PROCEDURE queue_version")
+    cur.execute("CREATE FUNCTION queue_version() RETURNS VARCHAR(32) DETERMINISTIC RETURN '1.1'")
+    with pytest.raises(mysqlq.SchemaMismatch, match=r"'1\.1'.*mysqlq migrate") as raised:
+        mysqlq.connect(dsn)
+    assert not isinstance(raised.value, mysqlq.NotMigrated)
 
 
 def test_bad_dsn():

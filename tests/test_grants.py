@@ -149,7 +149,7 @@ def test_every_public_routine_has_exactly_one_role(accounts: Accounts) -> None:
         *grants.PUBLISHER_PROCEDURES,
         *grants.CONSUMER_PROCEDURES,
         *grants.ADMIN_PROCEDURES,
-        *grants.FUNCTIONS,
+        *grants.SHARED_PROCEDURES,
     ]
     assert sorted(listed) == sorted(installed), "a routine without a role (or a stale one)"
     assert len(set(listed)) == len(listed)
@@ -167,7 +167,7 @@ def test_cli_prints_the_statements() -> None:
     assert lines == [
         "GRANT EXECUTE ON PROCEDURE `app`.`queue_publish` TO 'api'@'10.0.%';",
         "GRANT EXECUTE ON PROCEDURE `app`.`queue_publish_batch` TO 'api'@'10.0.%';",
-        "GRANT EXECUTE ON FUNCTION `app`.`queue_version` TO 'api'@'10.0.%';",
+        "GRANT EXECUTE ON PROCEDURE `app`.`queue_version` TO 'api'@'10.0.%';",
     ]
     everything = CliRunner().invoke(
         cli_main, ["grants", "--dsn", "mysql://u@h/shop", "--create-users"]

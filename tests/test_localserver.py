@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 
@@ -81,3 +83,41 @@ def test_env_dsn_wins(monkeypatch) -> None:
     assert isinstance(server, localserver.ExternalServer)
     assert server.dsn == "mysql://someone@127.0.0.1:1"
     server.stop()  # a no-op for servers we did not start
+
+
+def _chroot_or_skip():
+    ready = localserver.cache_dir() / "mysql-chroot" / localserver.CHROOT_READY
+    if os.environ.get(localserver.MODE_ENV) != "mysql" and not ready.is_file():
+        pytest.skip("the MySQL chroot is built by the MySQL run (scripts/test --server mysql)")
+    return localserver.mysql_chroot()
+
+
+def test_mysql_from_the_chroot_keeps_its_data_in_a_directory_given_elsewhere(tmp_path) -> None:
+    """The server sees only its root: a kept directory outside it becomes a link into it, and
+    the server restarts (after a crash) on its data, then is found again by attach()."""
+    root = _chroot_or_skip()
+    directory = tmp_path / "kept"
+    server = localserver.LocalServer(directory, chroot=root).start()
+    try:
+        assert directory.is_symlink() and server.directory.is_relative_to(root)
+        assert not server.mariadb and "9." in server.version
+        conn = connect(server.dsn)
+        cur = conn.cursor()
+        cur.execute("SELECT @@log_bin, @@event_scheduler, @@port")
+        assert cur.fetchone() == (1, "ON", server.port)  # MySQL's defaults, as users run it
+        cur.execute("CREATE DATABASE survives")
+        cur.execute("CREATE TABLE survives.t (x INT PRIMARY KEY)")
+        cur.execute("INSERT INTO survives.t VALUES (1)")
+        conn.close()
+        server.restart(crash=True)
+        again = localserver.LocalServer.attach(directory)
+        assert again is not None and again.pid == server.pid and again.chroot == root
+        conn = connect(server.dsn)
+        cur = conn.cursor()
+        cur.execute("SELECT x FROM survives.t")
+        assert cur.fetchall() == ((1,),)
+        conn.close()
+    finally:
+        server.stop()
+        shutil.rmtree(server.directory, ignore_errors=True)
+    assert not localserver.answers(server.dsn)

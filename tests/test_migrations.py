@@ -105,7 +105,7 @@ def test_offline_script_matches_online(
     offline = TestDatabase(server.dsn, empty_db.name + "_off")
     admin.conn.cursor().execute(f"CREATE DATABASE `{offline.name}` CHARACTER SET utf8mb4")
     try:
-        result = run_script(server.dsn, offline.name, script)
+        result = run_script(server.dsn, offline.name, script, server=server)
         assert result.returncode == 0, result.stderr
         migrate.upgrade(empty_db.dsn, "head", script_location=loc)
         conn = empty_db.connect()
@@ -117,7 +117,7 @@ def test_offline_script_matches_online(
         # the offline downgrade script removes everything again
         down = tmp_path / "downgrade.sql"
         down.write_text(migrate.offline_script("base", downgrade=True, script_location=loc))
-        result = run_script(server.dsn, offline.name, down)
+        result = run_script(server.dsn, offline.name, down, server=server)
         assert result.returncode == 0, result.stderr
         assert _empty(conn, offline.name), object_names(conn, offline.name)
     finally:
@@ -193,7 +193,7 @@ def test_upgrade_and_downgrade_between_revisions(
         # offline 0001 -> 0002 on a database at 0001 gives the online result
         script = tmp_path / "up.sql"
         script.write_text(migrate.offline_script("0002", from_revision="0001", script_location=loc))
-        result = run_script(server.dsn, name, script)
+        result = run_script(server.dsn, name, script, server=server)
         assert result.returncode == 0, result.stderr
         assert describe(conn, name) == at_0002
 

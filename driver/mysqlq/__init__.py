@@ -12,6 +12,7 @@ from mysqlq.errors import (
     NotMigrated,
     PermissionDenied,
     SchemaMismatch,
+    ServerMisconfigured,
     TransientError,
 )
 from mysqlq.message import Message
@@ -33,6 +34,7 @@ __all__ = [
     "PermissionDenied",
     "PublishResult",
     "SchemaMismatch",
+    "ServerMisconfigured",
     "Subscriber",
     "Transaction",
     "TransientError",

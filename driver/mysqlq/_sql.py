@@ -7,10 +7,13 @@ passed to mysqlclient as %s placeholders; nothing is formatted into the text.
 
 from __future__ import annotations
 
-# protocol version the driver speaks; the database's queue_version() must match
-PROTOCOL_VERSION = "1.1"
+# protocol version the driver speaks; the database's queue_version must match
+PROTOCOL_VERSION = "1.2"
 
-VERSION = "SELECT queue_version()"
+# a procedure, not a function: creating a stored function needs SUPER where binary logging is on
+# (MySQL's default and every managed MySQL's); protocol 1.1 and older had a function
+VERSION = "CALL queue_version()"
+VERSION_BEFORE_1_2 = "SELECT queue_version()"
 
 # producer
 PUBLISH = "CALL queue_publish(%s, %s, %s, %s, %s, %s)"
@@ -40,9 +43,10 @@ REDRIVE = "CALL queue_redrive(%s, %s, NULL)"
 GC = "CALL queue_gc(%s, NULL)"
 MAINTENANCE = "CALL queue_maintenance(NULL)"
 
-# reads of documented tables, for metrics, `mysqlq stats` and `mysqlq dlq`
+# reads of documented tables, for metrics, `mysqlq stats` and `mysqlq dlq`. A group's lag is
+# called `unacked` here: LAG is a reserved word since MySQL 8.0 (scripts/check_reserved_words.py)
 LAG = """
-SELECT p.partition_id, p.last_offset - COALESCE(o.offset_acked, 0) AS lag
+SELECT p.partition_id, p.last_offset - COALESCE(o.offset_acked, 0) AS unacked
 FROM queue_partitions p
 LEFT JOIN queue_offsets o ON o.group_name = %s AND o.partition_id = p.partition_id
 WHERE p.partition_id IN (
@@ -53,7 +57,7 @@ WHERE p.partition_id IN (
 STATS_GROUPS = """
 SELECT s.topic, s.group_name,
        COUNT(p.partition_id) AS partitions,
-       COALESCE(SUM(p.last_offset - COALESCE(o.offset_acked, 0)), 0) AS lag,
+       COALESCE(SUM(p.last_offset - COALESCE(o.offset_acked, 0)), 0) AS unacked,
        COALESCE(SUM(CASE WHEN o.cursor_until > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
                          THEN o.cursor_pending ELSE 0 END), 0)
          + (SELECT COUNT(*) FROM queue_delivery_state ds
@@ -74,7 +78,7 @@ ORDER BY s.topic, s.group_name
 
 # one group's lag on one topic: what is published but not yet acked (cheap: no DLQ count)
 GROUP_LAG = """
-SELECT COALESCE(SUM(p.last_offset - COALESCE(o.offset_acked, 0)), 0) AS lag
+SELECT COALESCE(SUM(p.last_offset - COALESCE(o.offset_acked, 0)), 0) AS unacked
 FROM queue_partitions p
 LEFT JOIN queue_offsets o ON o.group_name = %s AND o.partition_id = p.partition_id
 WHERE p.topic = %s

@@ -699,7 +699,7 @@ def _child_env() -> dict[str, str]:
 
 
 def run_controller(args: argparse.Namespace) -> int:
-    from mysqlq.localserver import LocalServer
+    from mysqlq.localserver import throwaway
 
     cfg = Config(**asdict(CONFIGS[args.config]))
     for name in ("duration", "messages", "partitions", "subscribers", "kill_every", "seed"):
@@ -719,7 +719,8 @@ def run_controller(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupted)  # clean up workers and server on SIGTERM too
-    server = LocalServer(workdir / "server", buffer_pool=args.buffer_pool).start()
+    # MYSQLQ_TEST_SERVER=mysql: a MySQL from the chroot, else the machine's mariadbd/mysqld
+    server = throwaway(workdir / "server", buffer_pool=args.buffer_pool)
     harness = Harness(cfg, server, workdir)
     try:
         summary = harness.run()
@@ -736,7 +737,8 @@ def run_check(args: argparse.Namespace) -> int:
     """The checker alone, on the data a run left in its workdir (faults from chaos_events)."""
     from mysqlq.localserver import LocalServer
 
-    server = LocalServer(Path(args.workdir).resolve() / "server").start()
+    directory = Path(args.workdir).resolve() / "server"
+    server = LocalServer(directory, chroot=LocalServer.kept_chroot(directory)).start()
     try:
         harness = Harness(CONFIGS["ci"], server, Path(args.workdir))
         summary = check(harness.query, tally_from_events(harness.query))

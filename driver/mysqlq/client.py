@@ -390,8 +390,14 @@ class Client(_Publisher):
     def stats(self) -> list[dict[str, Any]]:
         """Per topic and group: partitions, lag, in flight, live subscribers, DLQ depth."""
         rows = self._call_safely(_sql.STATS_GROUPS, ())
-        # SUM() comes back as Decimal: counts are whole numbers
-        return [{k: int(v) if isinstance(v, Decimal) else v for k, v in r.items()} for r in rows]
+        # SUM() comes back as Decimal: counts are whole numbers; the query's `unacked` is the lag
+        return [
+            {
+                ("lag" if k == "unacked" else k): int(v) if isinstance(v, Decimal) else v
+                for k, v in r.items()
+            }
+            for r in rows
+        ]
 
     def dlq_list(self, dlq_topic: str, limit: int = 100) -> list[dict[str, Any]]:
         return self._call_safely(_sql.DLQ_LIST, (dlq_topic, limit))

@@ -7,6 +7,16 @@ A DSN is a URL as SQLAlchemy parses it::
     mariadb://user@127.0.0.1:3307/db?connect_timeout=5
 
 Special characters in the user name or password are percent-encoded.
+
+TLS is asked for in the query string: ``ssl_mode`` (``DISABLED``, ``PREFERRED``, ``REQUIRED``,
+``VERIFY_CA``, ``VERIFY_IDENTITY``) and the files ``ssl_ca``, ``ssl_capath``, ``ssl_cert``,
+``ssl_key``, plus ``ssl_cipher``::
+
+    mysql://app:secret@db-host:3306/app?ssl_mode=REQUIRED
+    mysql://app:secret@db-host:3306/app?ssl_mode=VERIFY_IDENTITY&ssl_ca=/etc/ssl/db-ca.pem
+
+MySQL 8.4+ accounts use ``caching_sha2_password``: its first login of an account sends the
+password, which the client does only over TLS (MySQL offers TLS by default) or a unix socket.
 """
 
 from __future__ import annotations
@@ -49,7 +59,17 @@ _QUERY_PARAMS: dict[str, type] = {
     "read_timeout": int,
     "write_timeout": int,
     "init_command": str,
+    "ssl_mode": str,
 }
+# TLS files and ciphers, passed to MySQLdb as its ``ssl`` dictionary
+_SSL_PARAMS = {
+    "ssl_ca": "ca",
+    "ssl_capath": "capath",
+    "ssl_cert": "cert",
+    "ssl_key": "key",
+    "ssl_cipher": "cipher",
+}
+SSL_MODES = ("DISABLED", "PREFERRED", "REQUIRED", "VERIFY_CA", "VERIFY_IDENTITY")
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 
@@ -76,12 +96,15 @@ def parse_dsn(dsn: str) -> URL:
             f"unsupported DSN scheme {url.drivername!r}: use mysql://, mariadb:// "
             "or mysql+mysqldb://"
         )
-    unknown = sorted(set(url.query) - set(_QUERY_PARAMS))
+    unknown = sorted(set(url.query) - set(_QUERY_PARAMS) - set(_SSL_PARAMS))
     if unknown:
         raise InvalidDSN(
             f"unsupported DSN parameter(s) {', '.join(unknown)}; "
-            f"known: {', '.join(sorted(_QUERY_PARAMS))}"
+            f"known: {', '.join(sorted([*_QUERY_PARAMS, *_SSL_PARAMS]))}"
         )
+    mode = url.query.get("ssl_mode")
+    if mode is not None and str(mode).upper() not in SSL_MODES:
+        raise InvalidDSN(f"bad value for DSN parameter ssl_mode: {mode!r}; use one of {SSL_MODES}")
     return url
 
 
@@ -102,6 +125,12 @@ def connect_kwargs(dsn: str) -> dict[str, Any]:
     for key, value in url.query.items():
         if isinstance(value, tuple):
             value = value[-1]
+        if key in _SSL_PARAMS:
+            kwargs.setdefault("ssl", {})[_SSL_PARAMS[key]] = value
+            continue
+        if key == "ssl_mode":
+            kwargs[key] = value.upper()
+            continue
         try:
             kwargs[key] = _QUERY_PARAMS[key](value)
         except ValueError:

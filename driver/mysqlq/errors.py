@@ -11,6 +11,8 @@ from the error number the server reported:
 * a missing ``queue_*`` routine or table (1305, 1146) -> :class:`NotMigrated`
 * access denied to a table, routine or database (1044, 1142, 1143, 1227, 1370) ->
   :class:`PermissionDenied` (see ``mysqlq grants``)
+* a server setting mysqlq cannot work with (1665: ``binlog_format=STATEMENT``, which cannot log
+  the READ COMMITTED transactions of the procedures) -> :class:`ServerMisconfigured`, naming it
 * deadlock (1213) -> :class:`Deadlock`; lock wait timeout (1205) -> :class:`LockTimeout`
 * lost or refused connections (2002, 2003, 2006, 2013, ...) -> :class:`ConnectionLost`
 * anything else -> :class:`DatabaseError`
@@ -35,6 +37,7 @@ __all__ = [
     "NotMigrated",
     "PermissionDenied",
     "SchemaMismatch",
+    "ServerMisconfigured",
     "TransientError",
     "translate",
     "translating",
@@ -78,6 +81,10 @@ class PermissionDenied(DatabaseError):
     """The account lacks a privilege for this call (see ``mysqlq grants``)."""
 
 
+class ServerMisconfigured(DatabaseError):
+    """A server or session setting that mysqlq cannot work with; the message names it."""
+
+
 class TransientError(DatabaseError):
     """An error after which retrying the same operation may succeed."""
 
@@ -99,6 +106,7 @@ ER_SP_DOES_NOT_EXIST = 1305
 ER_NO_SUCH_TABLE = 1146
 ER_LOCK_DEADLOCK = 1213
 ER_LOCK_WAIT_TIMEOUT = 1205
+ER_BINLOG_STMT_MODE_AND_ROW_ENGINE = 1665
 # the server refuses an argument it cannot convert to the parameter's type before the call runs
 DENIED_ERRNOS = frozenset({1044, 1142, 1143, 1227, 1370})
 CONVERSION_ERRNOS = frozenset({1264, 1265, 1366, 1406})
@@ -162,6 +170,14 @@ def translate(exc: BaseException) -> Error:
         )
     if errno in DENIED_ERRNOS:
         return PermissionDenied(text, errno)
+    if errno == ER_BINLOG_STMT_MODE_AND_ROW_ENGINE:
+        return ServerMisconfigured(
+            "binlog_format is STATEMENT: mysqlq's procedures write in READ COMMITTED "
+            "transactions, which the binary log can only record row by row; set "
+            "binlog_format=ROW (MySQL's default) or MIXED for the server or this session "
+            f"[{text}]",
+            errno,
+        )
     if errno == ER_LOCK_DEADLOCK:
         return Deadlock(text, errno)
     if errno == ER_LOCK_WAIT_TIMEOUT:

@@ -28,8 +28,8 @@ __all__ = [
     "ADMIN_PROCEDURES",
     "ADMIN_TABLE_PRIVILEGES",
     "CONSUMER_PROCEDURES",
-    "FUNCTIONS",
     "PUBLISHER_PROCEDURES",
+    "SHARED_PROCEDURES",
     "Account",
     "grant_statements",
     "parse_account",
@@ -62,7 +62,7 @@ ADMIN_PROCEDURES = (
     "queue_gc",
     "queue_maintenance",
 )
-FUNCTIONS = ("queue_version",)  # every account may ask the protocol version
+SHARED_PROCEDURES = ("queue_version",)  # every account may ask the protocol version
 # the migration installs tables, routines and events and stamps its version table; `mysqlq stats`
 # and `mysqlq dlq` read the tables
 ADMIN_TABLE_PRIVILEGES = (
@@ -137,11 +137,9 @@ def grant_statements(
         if account is not None and create_users:
             out.append(f"CREATE USER IF NOT EXISTS {account.sql()};")
     if publisher is not None:
-        out += _execute(db, PUBLISHER_PROCEDURES, "PROCEDURE", publisher)
-        out += _execute(db, FUNCTIONS, "FUNCTION", publisher)
+        out += _execute(db, (*PUBLISHER_PROCEDURES, *SHARED_PROCEDURES), "PROCEDURE", publisher)
     if consumer is not None:
-        out += _execute(db, CONSUMER_PROCEDURES, "PROCEDURE", consumer)
-        out += _execute(db, FUNCTIONS, "FUNCTION", consumer)
+        out += _execute(db, (*CONSUMER_PROCEDURES, *SHARED_PROCEDURES), "PROCEDURE", consumer)
     if admin is not None:
         out.append(f"GRANT {', '.join(ADMIN_TABLE_PRIVILEGES)} ON {db}.* TO {admin.sql()};")
     return out

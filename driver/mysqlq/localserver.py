@@ -10,7 +10,11 @@ Order of choice (:func:`find_or_start`):
 4. MySQL 8.4 in a container (testcontainers) when a Docker engine answers.
 
 ``MYSQLQ_TEST_SERVER`` forces one way: ``env``, ``system``, ``local``, ``docker``
-(default ``auto``).
+(default ``auto``), or ``mysql``: a throwaway MySQL (9.7 today) run from a
+minimal Debian unstable chroot that :func:`mysql_chroot` builds once with
+``debootstrap`` and keeps in the cache directory (``MYSQLQ_CACHE_DIR``, else
+``$XDG_CACHE_HOME/mysqlq``, else ``~/.cache/mysqlq``; ``MYSQLQ_MYSQL_CHROOT``
+names a ready chroot instead).  Building it takes about a minute and needs root.
 
 ``python -m mysqlq.localserver`` prints a root DSN (starting a server that
 keeps running if needed); ``--dir DIR`` reuses the server kept in DIR,
@@ -42,11 +46,22 @@ __all__ = [
     "Server",
     "ServerUnavailable",
     "answers",
+    "cache_dir",
     "find_or_start",
+    "mysql_chroot",
+    "start_mysql",
+    "throwaway",
 ]
 
 TEST_DSN_ENV = "MYSQLQ_TEST_DSN"
 MODE_ENV = "MYSQLQ_TEST_SERVER"
+MODES = ("auto", "env", "system", "local", "mysql", "docker")
+CACHE_ENV = "MYSQLQ_CACHE_DIR"
+CHROOT_ENV = "MYSQLQ_MYSQL_CHROOT"
+# what the MySQL chroot installs (Debian unstable carries the newest MySQL)
+CHROOT_SUITE = "sid"
+CHROOT_PACKAGES = ("mysql-server-core", "mysql-client")
+CHROOT_READY = ".mysqlq-ready"
 SYSTEM_DSN = "mysql://root@127.0.0.1:3306"
 STATE_FILE = "server.json"
 
@@ -136,6 +151,10 @@ class LocalServer(Server):
     ``directory`` holds ``data/``, the unix socket, the error log and
     ``server.json``.  A temporary directory is removed by ``stop()``; a
     directory given by the caller is kept (the data survives a restart).
+
+    With ``chroot`` (see :func:`mysql_chroot`) the server runs inside that
+    root: ``binary`` is its path there, and the directory lives under the
+    root's ``srv/`` (a ``directory`` given elsewhere becomes a link to it).
     """
 
     kind = "local"
@@ -148,21 +167,61 @@ class LocalServer(Server):
         binary: str | None = None,
         port: int | None = None,
         buffer_pool: str = "64M",
+        chroot: str | Path | None = None,
     ) -> None:
-        self.binary = binary or server_binary()
+        self.chroot = Path(chroot).resolve() if chroot else None
+        if self.chroot is not None:
+            self.binary: str | None = binary or "/usr/sbin/mysqld"
+            if not (self.chroot / self.binary.lstrip("/")).is_file():
+                raise ServerUnavailable(f"no {self.binary} in the chroot {self.chroot}")
+            self.kind = "mysql"
+        else:
+            self.binary = binary or server_binary()
         if not self.binary:
             raise ServerUnavailable("no mariadbd or mysqld binary found")
         self._own_directory = directory is None
-        self.directory = Path(directory or tempfile.mkdtemp(prefix="mysqlq-server-")).resolve()
+        self.directory = self._make_directory(directory)
         self.port = port
         self.buffer_pool = buffer_pool
         self.process: subprocess.Popen[bytes] | None = None
         self.pid: int | None = None
         self.started = False
         version = subprocess.run(
-            [self.binary, "--version"], capture_output=True, text=True, check=False
+            self._wrap([self.binary, "--version"]), capture_output=True, text=True, check=False
         ).stdout
+        self.version = version.strip()
         self.mariadb = "mariadb" in version.lower()
+
+    def _make_directory(self, directory: str | Path | None) -> Path:
+        if self.chroot is None:
+            return Path(directory or tempfile.mkdtemp(prefix="mysqlq-server-")).resolve()
+        srv = self.chroot / "srv"
+        srv.mkdir(exist_ok=True)
+        if directory is None:
+            return Path(tempfile.mkdtemp(prefix="mysqlq-server-", dir=srv))
+        directory = Path(directory).absolute()
+        if directory.resolve().is_relative_to(self.chroot):
+            directory.resolve().mkdir(parents=True, exist_ok=True)
+            return directory.resolve()
+        # the server only sees paths inside its root: keep the data there, linked from here
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        if directory.is_dir() and not directory.is_symlink():
+            if any(directory.iterdir()):
+                raise ServerUnavailable(f"{directory} is not empty: cannot keep a server there")
+            directory.rmdir()
+        real = Path(tempfile.mkdtemp(prefix="mysqlq-kept-", dir=srv))
+        directory.symlink_to(real, target_is_directory=True)
+        return real
+
+    def _wrap(self, cmd: list[str]) -> list[str]:
+        """``cmd`` run inside the chroot, if there is one."""
+        return ["chroot", str(self.chroot), *cmd] if self.chroot is not None else cmd
+
+    def _seen(self, path: Path) -> str:
+        """``path`` as the server process sees it."""
+        if self.chroot is None:
+            return str(path)
+        return "/" + str(path.relative_to(self.chroot))
 
     # paths --------------------------------------------------------------
     @property
@@ -202,13 +261,15 @@ class LocalServer(Server):
                 *self._user_args(),
             ]
         else:
-            cmd = [
-                self.binary,
-                "--no-defaults",
-                "--initialize-insecure",
-                f"--datadir={self.datadir}",
-                *self._user_args(),
-            ]
+            cmd = self._wrap(
+                [
+                    self.binary,
+                    "--no-defaults",
+                    "--initialize-insecure",
+                    f"--datadir={self._seen(self.datadir)}",
+                    *self._user_args(),
+                ]
+            )
         result = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise ServerUnavailable(
@@ -219,26 +280,28 @@ class LocalServer(Server):
     def _command(self) -> list[str]:
         assert self.binary
         (self.directory / "tmp").mkdir(exist_ok=True)
+        seen = self._seen
         cmd = [
             self.binary,
             "--no-defaults",
-            f"--datadir={self.datadir}",
+            f"--datadir={seen(self.datadir)}",
             f"--port={self.port}",
             "--bind-address=127.0.0.1",
-            f"--socket={self.socket_path}",
-            f"--pid-file={self.directory / 'mysqld.pid'}",
-            f"--log-error={self.error_log}",
-            f"--tmpdir={self.directory / 'tmp'}",
+            f"--socket={seen(self.socket_path)}",
+            f"--pid-file={seen(self.directory / 'mysqld.pid')}",
+            f"--log-error={seen(self.error_log)}",
+            f"--tmpdir={seen(self.directory / 'tmp')}",
             f"--innodb-buffer-pool-size={self.buffer_pool}",
             "--max-connections=300",
             "--character-set-server=utf8mb4",
+            "--skip-name-resolve",
             *self._user_args(),
         ]
-        if self.mariadb:
-            cmd.append("--skip-name-resolve")
-        else:
-            cmd += ["--disable-log-bin", "--mysqlx=OFF", "--skip-name-resolve"]
-        return cmd
+        if not self.mariadb:
+            # MySQL's defaults stay as users have them (binary log on, event scheduler on);
+            # the binary logs of a throwaway server need not outlive a day
+            cmd += ["--mysqlx=OFF", "--binlog-expire-logs-seconds=86400"]
+        return self._wrap(cmd)
 
     def start(self, timeout: float = 60.0) -> LocalServer:
         """Initialize (first time) and start the server; wait until it answers."""
@@ -313,6 +376,7 @@ class LocalServer(Server):
             "socket": str(self.socket_path),
             "dsn": self.dsn,
             "binary": self.binary,
+            "chroot": str(self.chroot) if self.chroot else None,
         }
         (self.directory / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
 
@@ -362,6 +426,14 @@ class LocalServer(Server):
         if self._own_directory:
             shutil.rmtree(self.directory, ignore_errors=True)
 
+    @staticmethod
+    def kept_chroot(directory: str | Path) -> str | None:
+        """The chroot of the server once kept in ``directory`` (None: none, or no chroot)."""
+        try:
+            return json.loads((Path(directory) / STATE_FILE).read_text()).get("chroot")
+        except (OSError, ValueError):
+            return None
+
     @classmethod
     def attach(cls, directory: str | Path) -> LocalServer | None:
         """The running server kept in ``directory`` (None if none answers there)."""
@@ -374,7 +446,12 @@ class LocalServer(Server):
             return None
         if not answers(state["dsn"]):
             return None
-        server = cls(directory, binary=state.get("binary"), port=int(state["port"]))
+        server = cls(
+            directory,
+            binary=state.get("binary"),
+            port=int(state["port"]),
+            chroot=state.get("chroot"),
+        )
         server.pid = int(state["pid"])
         server.started = True
         return server
@@ -432,6 +509,98 @@ def install_server_packages() -> bool:
     return server_binary() is not None
 
 
+# --------------------------------------------------------------------------- MySQL chroot
+
+
+def cache_dir() -> Path:
+    """Where built things are kept between runs (the MySQL chroot)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser().resolve()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return (Path(base) / "mysqlq").resolve()
+
+
+def _run_step(cmd: list[str], what: str, env: dict[str, str] | None = None) -> None:
+    print(f"mysqlq: {what}", file=sys.stderr, flush=True)
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if result.returncode != 0:
+        raise ServerUnavailable(
+            f"{what} failed ({' '.join(cmd)}):\n{result.stdout[-2000:]}{result.stderr[-2000:]}"
+        )
+
+
+def mysql_chroot() -> Path:
+    """A Debian unstable root with MySQL's server and client installed, built once.
+
+    ``$MYSQLQ_MYSQL_CHROOT`` if set (it must be ready), else ``<cache_dir>/mysql-chroot``,
+    built on first use: ``debootstrap --variant=minbase sid``, then ``apt-get install
+    mysql-server-core mysql-client`` inside it (the archive's Release file may be past its
+    Valid-Until date, so that check is off).  A lock lets concurrent runs share one build;
+    a half-built root is never used (it is built aside and renamed when complete).
+    """
+    if os.environ.get(CHROOT_ENV):
+        root = Path(os.environ[CHROOT_ENV]).expanduser().resolve()
+        if not (root / "usr/sbin/mysqld").is_file():
+            raise ServerUnavailable(f"{CHROOT_ENV}={root}: no usr/sbin/mysqld in it")
+        return root
+    cache = cache_dir()
+    root = cache / "mysql-chroot"
+    if (root / CHROOT_READY).is_file():
+        return root
+    if os.geteuid() != 0:
+        raise ServerUnavailable(
+            f"building the MySQL chroot in {root} needs root (debootstrap, chroot); "
+            f"or set {CHROOT_ENV} to a ready one"
+        )
+    import fcntl
+
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / "mysql-chroot.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (root / CHROOT_READY).is_file():  # built by another run while we waited
+            return root
+        _build_chroot(root)
+    return root
+
+
+def _build_chroot(root: Path) -> None:
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    if not _which("debootstrap"):
+        if not shutil.which("apt-get"):
+            raise ServerUnavailable("debootstrap is missing and there is no apt-get")
+        _run_step(["apt-get", "update"], "apt-get update (for debootstrap)", env)
+        _run_step(
+            ["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
+            "installing debootstrap",
+            env,
+        )
+    building = root.with_name(root.name + ".building")
+    shutil.rmtree(building, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
+    _run_step(
+        [_which("debootstrap") or "debootstrap", "--variant=minbase", CHROOT_SUITE, str(building)],
+        f"debootstrap {CHROOT_SUITE} into {building} (once; about a minute)",
+        env,
+    )
+    inside = ["chroot", str(building)]
+    _run_step(
+        [*inside, "apt-get", "-o", "Acquire::Check-Valid-Until=false", "update"],
+        "apt-get update in the chroot",
+        env,
+    )
+    _run_step(
+        [*inside, "apt-get", "install", "-y", "--no-install-recommends", *CHROOT_PACKAGES],
+        f"installing {' '.join(CHROOT_PACKAGES)} in the chroot",
+        env,
+    )
+    _run_step([*inside, "apt-get", "clean"], "apt-get clean in the chroot", env)
+    # mysqld's secure-file-priv directory must exist, or it refuses to start
+    (building / "var/lib/mysql-files").mkdir(parents=True, exist_ok=True)
+    (building / "srv").mkdir(exist_ok=True)
+    (building / CHROOT_READY).write_text(f"{' '.join(CHROOT_PACKAGES)}\n")
+    building.rename(root)
+
+
 # --------------------------------------------------------------------------- choice
 
 
@@ -441,11 +610,28 @@ def start_local(directory: str | Path | None = None) -> LocalServer:
     return LocalServer(directory).start()
 
 
+def start_mysql(directory: str | Path | None = None, **kw: Any) -> LocalServer:
+    """A throwaway MySQL from the chroot (built first if needed)."""
+    return LocalServer(directory, chroot=mysql_chroot(), **kw).start()
+
+
+def throwaway(directory: str | Path | None = None, **kw: Any) -> LocalServer:
+    """A throwaway server of the flavour ``MYSQLQ_TEST_SERVER`` asks for: MySQL from the
+    chroot for ``mysql``, else the machine's mariadbd/mysqld (chaos, scale)."""
+    if (os.environ.get(MODE_ENV) or "").lower() == "mysql":
+        return start_mysql(directory, **kw)
+    return LocalServer(directory, **kw).start()
+
+
 def find_or_start(mode: str | None = None, directory: str | Path | None = None) -> Server:
     """Find a server or start one (see the module documentation for the order)."""
     mode = (mode or os.environ.get(MODE_ENV) or "auto").lower()
-    if mode not in {"auto", "env", "system", "local", "docker"}:
-        raise ServerUnavailable(f"{MODE_ENV}={mode!r}: use auto, env, system, local or docker")
+    if mode not in MODES:
+        raise ServerUnavailable(f"{MODE_ENV}={mode!r}: use one of {', '.join(MODES)}")
+    if mode == "mysql":
+        if directory is not None and (attached := LocalServer.attach(directory)):
+            return attached
+        return start_mysql(directory)
     env_dsn = os.environ.get(TEST_DSN_ENV)
     if mode in {"auto", "env"} and env_dsn:
         return ExternalServer(env_dsn)
@@ -480,7 +666,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--dir", type=Path, help="keep a started server in DIR (reused later)")
     parser.add_argument("--stop", type=Path, metavar="DIR", help="stop the server kept in DIR")
-    parser.add_argument("--mode", choices=["auto", "env", "system", "local", "docker"])
+    parser.add_argument("--mode", choices=MODES)
     args = parser.parse_args(argv)
     if args.stop:
         server = LocalServer.attach(args.stop)

@@ -24,7 +24,6 @@ import json
 import multiprocessing as mp
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -301,15 +300,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from mysqlq import schema
     from mysqlq.connection import with_database
-    from mysqlq.localserver import LocalServer
+    from mysqlq.localserver import throwaway
     from mysqlq.render import read_schema
 
     server = None
     if args.dsn:
         server_dsn = with_database(args.dsn, None)
     else:
-        server = LocalServer(tempfile.mkdtemp(prefix="mysqlq-scale-"), buffer_pool="512M")
-        server.start()
+        server = throwaway(buffer_pool="512M")
         server_dsn = server.dsn
     name = f"mysqlq_scale_{int(time.time())}"
     admin = _connect(server_dsn)

@@ -26,9 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import MySQLdb
-
-from mysqlq.errors import SchemaMismatch, translate
+from mysqlq.errors import SchemaMismatch
 from mysqlq.render import SchemaObject
 
 __all__ = [
@@ -51,7 +49,7 @@ __all__ = [
 ]
 
 SQL_MODE = (
-    "STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,"
+    "ONLY_FULL_GROUP_BY,STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,"
     "NO_ENGINE_SUBSTITUTION"
 )
 SET_SQL_MODE = f"SET SESSION sql_mode = '{SQL_MODE}'"
@@ -289,13 +287,42 @@ def execute(sql: str, compound: bool = False) -> None:
     ex.finish()
 
 
+def _destination(ctx: Any) -> tuple[bool, str | None]:
+    """``(known, revision)``: where this Alembic run ends (``None``: base), if it can tell."""
+    env = getattr(ctx, "environment_context", None)
+    if env is None:
+        return False, None
+    try:
+        destination = env.get_revision_argument()
+    except Exception:  # a relative or otherwise unresolvable argument: no shortcut
+        return False, None
+    if isinstance(destination, tuple | list):
+        if len(destination) > 1:
+            return False, None
+        destination = destination[0] if destination else None
+    return True, destination
+
+
+def _programs_wanted(ctx: Any, at: str | None) -> bool:
+    """Whether the routines and events of revision ``at`` are created by this step.
+
+    Every step drops the routines and events of both revisions it moves between and creates
+    those of the revision it reaches, so an intermediate revision's routines are dropped by the
+    very next step: only the run's destination gets them. That also keeps a run to head from
+    creating the stored function ``queue_version()`` of revisions 0001-0002, which an account
+    without SUPER cannot create where binary logging is on (MySQL's default).
+    """
+    known, destination = _destination(ctx)
+    return not known or destination == at
+
+
 def upgrade(revision: str, down_revision: str | None) -> None:
     """Install revision ``revision`` over ``down_revision`` (None: empty database).
 
     Drops every routine and event of either snapshot, creates the tables that
     ``revision`` has and ``down_revision`` had not, then creates the routines
-    and events of ``revision``.  Changed tables need hand-written ALTERs in the
-    revision module.
+    and events of ``revision`` when the run ends there (:func:`_programs_wanted`).
+    Changed tables need hand-written ALTERs in the revision module.
     """
     ctx = _context()
     new, old = _snapshot(ctx, revision), _snapshot(ctx, down_revision)
@@ -304,12 +331,14 @@ def upgrade(revision: str, down_revision: str | None) -> None:
     _begin(ex)
     drop_programs(ex, old + new)
     create_tables(ex, [o for o in _tables(new) if o.name not in old_tables])
-    create_programs(ex, new)
+    if _programs_wanted(ctx, revision):
+        create_programs(ex, new)
     _end(ex)
 
 
 def downgrade(revision: str, down_revision: str | None) -> None:
-    """Undo :func:`upgrade`: back to ``down_revision``'s routines and events.
+    """Undo :func:`upgrade`: back to ``down_revision``'s routines and events (created when
+    the run ends there).
 
     Tables that ``revision`` added are dropped; for the first revision that is
     every table, so nothing of mysqlq is left.
@@ -321,7 +350,8 @@ def downgrade(revision: str, down_revision: str | None) -> None:
     _begin(ex)
     drop_programs(ex, new + old)
     drop_tables(ex, [o for o in _tables(new) if o.name not in old_tables])
-    create_programs(ex, old)
+    if _programs_wanted(ctx, down_revision):
+        create_programs(ex, old)
     _end(ex)
 
 
@@ -329,17 +359,24 @@ def downgrade(revision: str, down_revision: str | None) -> None:
 
 
 def installed_version(conn: Any) -> str:
-    """``queue_version()`` of the connection's database (mysqlq errors on failure)."""
+    """``CALL queue_version()`` of the connection's database (mysqlq errors on failure).
+
+    A database still at protocol 1.1 or older has a function ``queue_version()`` instead: its
+    version is read from that, so the caller sees a version mismatch, not "never migrated".
+    """
+    from mysqlq import _sql
+    from mysqlq.connection import execute_rows
+    from mysqlq.errors import NotMigrated
+
     try:
-        cur = conn.cursor()
+        rows = execute_rows(conn, _sql.VERSION)
+    except NotMigrated as missing:
         try:
-            cur.execute("SELECT queue_version()")
-            row = cur.fetchone()
-        finally:
-            cur.close()
-    except MySQLdb.Error as exc:
-        raise translate(exc) from exc
-    return "" if row is None or row[0] is None else str(row[0])
+            (old,) = execute_rows(conn, _sql.VERSION_BEFORE_1_2)
+        except NotMigrated:
+            raise missing from None
+        return str(next(iter(old.values())))
+    return "" if not rows or rows[0].get("version") is None else str(rows[0]["version"])
 
 
 def check_version(conn: Any, expected: str) -> str:

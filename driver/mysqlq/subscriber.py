@@ -580,4 +580,4 @@ class _Metrics:
             return
         rows = link.call(_sql.LAG, (self._labels["group"], json.dumps(sorted(held))))
         for r in rows:
-            self.lag_g.labels(partition_id=str(r["partition_id"]), **self._labels).set(r["lag"])
+            self.lag_g.labels(partition_id=str(r["partition_id"]), **self._labels).set(r["unacked"])

@@ -55,20 +55,40 @@ def _status(conn: Any) -> dict[str, int]:
 
 
 def server_pid(conn: Any) -> int | None:
-    """The server's process id, when it runs on this machine and its pid file is readable."""
+    """The server's process id, when it runs on this machine: from its pid file, else (a server
+    in a chroot, whose pid file path is the chroot's) the mariadbd/mysqld serving its port."""
     cur = conn.cursor()
-    cur.execute("SELECT @@pid_file, @@hostname")
-    pid_file, _host = cur.fetchone()
+    cur.execute("SELECT @@pid_file, @@port")
+    pid_file, port = cur.fetchone()
     cur.close()
     try:
         pid = int(Path(pid_file).read_text().strip())
     except (OSError, ValueError, TypeError):
-        return None
+        return _pid_by_port(int(port))
+    return pid if _comm(pid) in SERVER_COMMANDS else None
+
+
+SERVER_COMMANDS = {"mariadbd", "mysqld"}
+
+
+def _comm(pid: int) -> str | None:
     try:
-        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return None
-    return pid if comm in {"mariadbd", "mysqld"} else None
+
+
+def _pid_by_port(port: int) -> int | None:
+    for proc in Path("/proc").glob("[0-9]*"):
+        if _comm(int(proc.name)) not in SERVER_COMMANDS:
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"--port={port}".encode() in args:
+            return int(proc.name)
+    return None
 
 
 def cpu_seconds(pid: int | None) -> float | None:

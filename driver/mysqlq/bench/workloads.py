@@ -211,7 +211,7 @@ def _subscriber_main(dsn, topic, group, index, options, stop, done) -> None:
 
 def _lag(conn: Any, topic: str, group: str) -> int:
     (row,) = execute_rows(conn, _sql.GROUP_LAG, (group, topic))
-    return int(row["lag"])
+    return int(row["unacked"])
 
 
 def prepublish(dsn: str, topic: str, messages: int, progress: Callable[[int], None]) -> None:
