@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -121,3 +124,32 @@ def test_mysql_from_the_chroot_keeps_its_data_in_a_directory_given_elsewhere(tmp
         server.stop()
         shutil.rmtree(server.directory, ignore_errors=True)
     assert not localserver.answers(server.dsn)
+
+
+def test_sweep_removes_only_server_directories_nothing_will_use(tmp_path) -> None:
+    srv = tmp_path / "srv"
+    srv.mkdir()
+
+    def server_dir(name: str, pid: int | None = None, age: float = 0.0) -> Path:
+        d = srv / name
+        d.mkdir()
+        if pid is not None:
+            (d / localserver.STATE_FILE).write_text(json.dumps({"pid": pid}))
+        if age:
+            os.utime(d, (time.time() - age, time.time() - age))
+        return d
+
+    linked = server_dir("mysqlq-kept-linked")
+    (tmp_path / "link").symlink_to(linked, target_is_directory=True)
+    (linked / localserver.LINKED_FROM).write_text(str(tmp_path / "link"))
+    orphan = server_dir("mysqlq-kept-orphan")
+    (orphan / localserver.LINKED_FROM).write_text(str(tmp_path / "gone"))
+    running = server_dir("mysqlq-kept-running", pid=os.getpid())
+    old = server_dir("mysqlq-server-old", age=2 * localserver.STALE_AFTER_S)
+    new = server_dir("mysqlq-server-new")
+    other = server_dir("something-else", age=2 * localserver.STALE_AFTER_S)
+    localserver._sweep(srv)
+    assert sorted(p.name for p in srv.iterdir()) == sorted(
+        d.name for d in (linked, running, new, other)
+    )
+    assert not orphan.exists() and not old.exists()

@@ -145,6 +145,35 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+LINKED_FROM = "linked-from"
+STALE_AFTER_S = 3600
+
+
+def _sweep(srv: Path) -> None:
+    """Remove the server directories of a chroot's ``srv/`` that nothing will use again: a kept
+    one whose link is gone (a test's temporary directory was removed), a temporary one left by a
+    killed run an hour ago; never one whose server runs."""
+    for d in srv.iterdir():
+        if not d.is_dir() or not d.name.startswith(("mysqlq-kept-", "mysqlq-server-")):
+            continue
+        try:
+            state = json.loads((d / STATE_FILE).read_text())
+        except (OSError, ValueError):
+            state = {}
+        if state.get("pid") and _pid_alive(int(state["pid"])):
+            continue
+        if d.name.startswith("mysqlq-kept-"):
+            try:
+                link = Path((d / LINKED_FROM).read_text().strip())
+            except OSError:
+                link = None
+            if link is not None and link.is_symlink() and link.resolve() == d.resolve():
+                continue
+        elif time.time() - d.stat().st_mtime < STALE_AFTER_S:
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+
+
 class LocalServer(Server):
     """A throwaway mariadbd/mysqld in its own directory, bound to 127.0.0.1.
 
@@ -197,6 +226,7 @@ class LocalServer(Server):
             return Path(directory or tempfile.mkdtemp(prefix="mysqlq-server-")).resolve()
         srv = self.chroot / "srv"
         srv.mkdir(exist_ok=True)
+        _sweep(srv)
         if directory is None:
             return Path(tempfile.mkdtemp(prefix="mysqlq-server-", dir=srv))
         directory = Path(directory).absolute()
@@ -210,6 +240,7 @@ class LocalServer(Server):
                 raise ServerUnavailable(f"{directory} is not empty: cannot keep a server there")
             directory.rmdir()
         real = Path(tempfile.mkdtemp(prefix="mysqlq-kept-", dir=srv))
+        (real / LINKED_FROM).write_text(str(directory))
         directory.symlink_to(real, target_is_directory=True)
         return real
 
