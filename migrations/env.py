@@ -17,8 +17,9 @@ from alembic import context
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from mysqlq.connection import DSN_ENV, sqlalchemy_url
-from mysqlq.schema import VERSION_TABLE
+from mysqlq.connection import DSN_ENV
+from mysqlq.schema.migrate import sqlalchemy_url
+from mysqlq.schema.steps import VERSION_TABLE
 
 config = context.config
 

@@ -24,7 +24,9 @@ from rich.progress import Progress
 from rich.table import Table
 
 import mysqlq
-from mysqlq import connection, localserver, migrate
+from mysqlq import connection
+from mysqlq.schema import migrate
+from mysqlq.tools import localserver
 
 console = Console()
 COUNTERS = ("Questions", "Handler_write", "Handler_update", "Handler_delete")

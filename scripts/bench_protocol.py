@@ -26,7 +26,9 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from mysqlq import connection, localserver, migrate
+from mysqlq import connection
+from mysqlq.schema import migrate
+from mysqlq.tools import localserver
 
 console = Console()
 

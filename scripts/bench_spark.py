@@ -27,7 +27,9 @@ import time
 import zlib
 from pathlib import Path
 
-from mysqlq import connection, localserver, migrate
+from mysqlq import connection
+from mysqlq.schema import migrate
+from mysqlq.tools import localserver
 
 DEBIAN_JDBC_JAR = Path("/usr/share/java/mariadb-java-client.jar")
 JDBC_PACKAGE = "org.mariadb.jdbc:mariadb-java-client:3.5.1"

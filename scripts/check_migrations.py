@@ -11,10 +11,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 try:
-    from mysqlq.freeze import check_main
+    from mysqlq.schema.freeze import check_main
 except ImportError:  # not installed: use the source tree
     sys.path.insert(0, str(ROOT / "driver"))
-    from mysqlq.freeze import check_main
+    from mysqlq.schema.freeze import check_main
 
 if __name__ == "__main__":
     sys.exit(check_main(root=ROOT))

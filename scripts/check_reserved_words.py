@@ -146,7 +146,7 @@ def _python_sql(path: Path) -> Iterator[tuple[int, str]]:
 
 def check_tree(root: Path = ROOT) -> list[Finding]:
     sys.path.insert(0, str(root / "driver"))
-    from mysqlq.render import read_schema
+    from mysqlq.schema.render import read_schema
 
     words = reserved_words()
     found: list[Finding] = []

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Freeze procedures/ and sql/ into a new migration revision (see mysqlq.freeze)."""
+"""Freeze procedures/ and sql/ into a new migration revision (see mysqlq.schema.freeze)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 try:
-    from mysqlq.freeze import freeze_main
+    from mysqlq.schema.freeze import freeze_main
 except ImportError:  # not installed: use the source tree
     sys.path.insert(0, str(ROOT / "driver"))
-    from mysqlq.freeze import freeze_main
+    from mysqlq.schema.freeze import freeze_main
 
 if __name__ == "__main__":
     sys.exit(freeze_main(root=ROOT))

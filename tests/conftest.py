@@ -2,7 +2,7 @@
 
 Fixtures
 --------
-server      (session) the server (see mysqlq.localserver; stopped at the end if we started it)
+server      (session) the server (see mysqlq.tools.localserver; stopped at the end if we started it)
 schema_objects (session) the schema rendered from procedures/ + sql/ of this checkout
 template    (session) a database with that schema installed once (validates it, up front)
 db          (function) a fresh database ``mysqlq_t_<random>`` with the schema installed and
@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +36,11 @@ import MySQLdb
 import pytest
 
 from mysqlq import connection as mq_connection
-from mysqlq import localserver, schema
-from mysqlq.freeze import list_revisions
-from mysqlq.render import SchemaObject, read_schema
+from mysqlq import schema
+from mysqlq.schema.freeze import list_revisions
+from mysqlq.schema.render import read_schema
+from mysqlq.schema.snapshot import SchemaObject
+from mysqlq.tools import harness, localserver
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_ENV = "MYSQLQ_TEST_SCHEMA"
@@ -54,29 +54,11 @@ EVENTS_OFF = os.environ.get("MYSQLQ_TEST_EVENTS", "off").lower() not in {"on", "
 CREATE_TIMES: list[float] = []
 
 
-@dataclass
-class TestDatabase:
-    """One database on the test server."""
-
-    __test__ = False  # not a test class
-
-    server_dsn: str
-    name: str
-    connections: list[Any] = field(default_factory=list)
-
-    @property
-    def dsn(self) -> str:
-        return mq_connection.with_database(self.server_dsn, self.name)
-
-    def connect(self, **kw: Any) -> MySQLdb.connections.Connection:
-        conn = mq_connection.connect(self.dsn, **kw)
-        self.connections.append(conn)
-        return conn
-
-    def close_all(self) -> None:
-        while self.connections:
-            with contextlib.suppress(Exception):
-                self.connections.pop().close()
+# the harness's pieces, under the names the tests use
+TestDatabase = harness.ThrowawayDatabase
+create_database = harness.create_database
+drop_database = harness.drop_database
+install_schema = harness.install_schema
 
 
 def _admin(server_dsn: str) -> MySQLdb.connections.Connection:
@@ -84,74 +66,7 @@ def _admin(server_dsn: str) -> MySQLdb.connections.Connection:
 
 
 def _random_name(prefix: str) -> str:
-    return prefix + secrets.token_hex(6)
-
-
-def create_database(admin: Any, name: str) -> None:
-    cur = admin.cursor()
-    cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-    cur.close()
-
-
-def drop_database(admin: Any, name: str) -> None:
-    """Drop ``name``, first killing connections still using it (they could hold locks)."""
-    cur = admin.cursor()
-    try:
-        cur.execute(
-            "SELECT id FROM information_schema.PROCESSLIST WHERE db = %s AND id <> CONNECTION_ID()",
-            (name,),
-        )
-        for (pid,) in cur.fetchall():
-            with contextlib.suppress(MySQLdb.Error):
-                cur.execute(f"KILL {int(pid)}")
-        cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-    finally:
-        cur.close()
-
-
-def install_schema(
-    admin: Any,
-    name: str,
-    objects: list[SchemaObject],
-    revision: str | None,
-    *,
-    disable_events: bool = False,
-) -> None:
-    """Install ``objects`` into the (empty) database ``name`` with a raw cursor.
-
-    ``disable_events``: leave the events DISABLED, so that a server whose
-    event scheduler is on (MySQL's default) runs no maintenance behind a test.
-    """
-    cur = admin.cursor()
-    try:
-        cur.execute(f"USE `{name}`")
-        schema.install(schema.CursorExecutor(cur), objects)
-        schema.stamp(cur, revision)
-        if disable_events:
-            for obj in objects:
-                if obj.kind == "event":
-                    cur.execute(f"ALTER EVENT `{obj.name}` DISABLE")
-    finally:
-        cur.close()
-
-
-def _drop_stale(admin: Any) -> None:
-    """Drop test databases left behind by killed runs (all tables older than 6 h)."""
-    cur = admin.cursor()
-    try:
-        cur.execute(
-            "SELECT s.SCHEMA_NAME, MAX(t.CREATE_TIME) FROM information_schema.SCHEMATA s "
-            "LEFT JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = s.SCHEMA_NAME "
-            "WHERE s.SCHEMA_NAME LIKE 'mysqlq\\_t\\_%%' OR s.SCHEMA_NAME LIKE 'mysqlq\\_tpl\\_%%' "
-            "GROUP BY s.SCHEMA_NAME "
-            "HAVING MAX(t.CREATE_TIME) < NOW() - INTERVAL %s SECOND",
-            (STALE_AFTER_S,),
-        )
-        for name, _ in cur.fetchall():
-            with contextlib.suppress(MySQLdb.Error):
-                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-    finally:
-        cur.close()
+    return harness.random_name(prefix)
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -164,7 +79,7 @@ def server() -> Iterator[localserver.Server]:
         srv.dsn = mq_connection.with_database(srv.dsn, None)
     try:
         with contextlib.closing(_admin(srv.dsn)) as admin:
-            _drop_stale(admin)
+            harness.drop_stale(admin)
         yield srv
     finally:
         if srv.started:

@@ -1,6 +1,6 @@
 """The chaos harness's CI configuration: kills, a stall, a server crash, killed connections.
 
-Runs ``python -m mysqlq.chaos run --config ci`` (see driver/mysqlq/chaos.py) on a throwaway
+Runs ``python -m mysqlq.tools.chaos run --config ci`` (see driver/mysqlq/chaos.py) on a throwaway
 server of its own, and asserts the checker's verdict: nothing lost (G5), nothing rolled back
 delivered (G2), no order violation in the strict group (G6), duplicates within what was in flight
 at the faults (G4). About 80 seconds; deselect with ``-m 'not chaos'``.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mysqlq import localserver
+from mysqlq.tools import localserver
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,16 @@ def test_chaos_ci_configuration(tmp_path: Path) -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT / "driver") + os.pathsep + env.get("PYTHONPATH", "")
     result = subprocess.run(
-        [sys.executable, "-m", "mysqlq.chaos", "run", "--config", "ci", "--workdir", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "mysqlq.tools.chaos",
+            "run",
+            "--config",
+            "ci",
+            "--workdir",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         env=env,

@@ -8,7 +8,8 @@ import pytest
 
 import mysqlq
 from mysqlq import connection
-from mysqlq.connection import connect_kwargs, parse_dsn, sqlalchemy_url, with_database
+from mysqlq.connection import connect_kwargs, parse_dsn, with_database
+from mysqlq.schema.migrate import sqlalchemy_url
 
 
 @pytest.mark.parametrize(

@@ -25,8 +25,9 @@ from conftest import create_database, drop_database, install_schema
 
 import mysqlq
 from mysqlq import connection as mq_connection
-from mysqlq import errors, grants
+from mysqlq import errors
 from mysqlq.cli import main as cli_main
+from mysqlq.schema import grants
 
 call = mq_connection.call
 DENIED = (1142, 1143, 1044, 1370, 1227)  # table, column, database, routine, privilege
@@ -42,8 +43,8 @@ class Accounts:
 
 
 def _dsn(server_dsn: str, user: str, password: str, database: str) -> str:
-    url = mq_connection.parse_dsn(server_dsn).set(username=user, password=password)
-    return mq_connection.with_database(url.render_as_string(hide_password=False), database)
+    url = mq_connection.parse_dsn(server_dsn).replace(username=user, password=password)
+    return mq_connection.with_database(str(url), database)
 
 
 def _run(conn: Any, statements: list[str]) -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mysqlq import localserver
 from mysqlq.connection import connect
+from mysqlq.tools import localserver
 
 needs_binary = pytest.mark.skipif(
     localserver.server_binary() is None, reason="no mariadbd/mysqld binary"
@@ -54,7 +54,15 @@ def test_throwaway_server_starts_answers_restarts_and_stops(monkeypatch) -> None
 @needs_binary
 def test_module_command_keeps_a_server_running(tmp_path) -> None:
     directory = tmp_path / "srv"
-    cmd = [sys.executable, "-m", "mysqlq.localserver", "--mode", "local", "--dir", str(directory)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mysqlq.tools.localserver",
+        "--mode",
+        "local",
+        "--dir",
+        str(directory),
+    ]
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert first.returncode == 0, first.stderr
     dsn = first.stdout.strip()
@@ -64,7 +72,7 @@ def test_module_command_keeps_a_server_running(tmp_path) -> None:
         assert again.stdout.strip() == dsn  # reused, not a second server
     finally:
         stop = subprocess.run(
-            [sys.executable, "-m", "mysqlq.localserver", "--stop", str(directory)],
+            [sys.executable, "-m", "mysqlq.tools.localserver", "--stop", str(directory)],
             capture_output=True,
             text=True,
             timeout=120,

@@ -20,11 +20,12 @@ from sample_schema import copy_tree, write_sample_tree
 from schema_inspect import describe, mysql_client, object_names, routine_body, run_script
 
 import mysqlq
-from mysqlq import migrate, schema
+from mysqlq import schema, version
 from mysqlq.cli import main as cli_main
 from mysqlq.connection import call, connect
-from mysqlq.freeze import check, freeze, list_revisions
-from mysqlq.render import read_schema
+from mysqlq.schema import migrate
+from mysqlq.schema.freeze import check, freeze, list_revisions
+from mysqlq.schema.render import read_schema
 
 needs_client = pytest.mark.skipif(mysql_client() is None, reason="no mariadb/mysql client")
 
@@ -141,7 +142,7 @@ def test_fast_install_matches_migrations(tree: Path, empty_db: TestDatabase, adm
 def test_sample_routines_work_after_migration(sample_tree: Path, empty_db: TestDatabase) -> None:
     migrate.upgrade(empty_db.dsn, script_location=_migrations(sample_tree))
     conn = empty_db.connect()
-    assert schema.check_version(conn, "sample-1") == "sample-1"
+    assert version.check_version(conn, "sample-1") == "sample-1"
     rows = call(conn, "queue_sample_gc", None)
     assert rows == [{"n": 10, "colon": ":name", "pct": "100%", "semi": "a;b", "quote": "it's"}]
     assert call(conn, "queue_sample_publish", "t", b"\x00\xff")[0]["offset"] == 1
@@ -282,7 +283,7 @@ def test_check_fails_when_sources_have_no_revision(tmp_path: Path) -> None:
 def test_never_migrated_database_raises_not_migrated(empty_db: TestDatabase) -> None:
     conn = empty_db.connect()
     with pytest.raises(mysqlq.NotMigrated, match="mysqlq migrate"):
-        schema.check_version(conn, "1")
+        version.check_version(conn, "1")
     with pytest.raises(mysqlq.NotMigrated):
         call(conn, "queue_publish", "t", None, None, b"x", None, 0)
 
@@ -292,7 +293,7 @@ def test_version_mismatch(sample_tree: Path, empty_db: TestDatabase) -> None:
     conn = connect(empty_db.dsn)
     try:
         with pytest.raises(mysqlq.SchemaMismatch) as info:
-            schema.check_version(conn, "sample-2")
+            version.check_version(conn, "sample-2")
         assert not isinstance(info.value, mysqlq.NotMigrated)
         assert "sample-1" in str(info.value)
     finally:

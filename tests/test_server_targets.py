@@ -25,8 +25,10 @@ from schema_inspect import mysql_client, object_names, run_script
 from support import call, rows, scalar, server_now, wait_until
 
 import mysqlq
-from mysqlq import _sql, grants, localserver, migrate, schema
+from mysqlq import _sql, schema
 from mysqlq import connection as mq_connection
+from mysqlq.schema import grants, migrate
+from mysqlq.tools import localserver
 
 ROOT = Path(__file__).resolve().parents[1]
 # MySQL 8.0+'s default sql_mode
@@ -41,10 +43,10 @@ def is_mysql(conn: Any) -> bool:
 
 
 def _dsn(server_dsn: str, user: str, password: str, database: str | None, **query: str) -> str:
-    url = mq_connection.parse_dsn(server_dsn).set(username=user, password=password)
+    url = mq_connection.parse_dsn(server_dsn).replace(username=user, password=password)
     if query:
-        url = url.update_query_dict(query)
-    return mq_connection.with_database(url.render_as_string(hide_password=False), database)
+        url = url.with_query(**query)
+    return mq_connection.with_database(str(url), database)
 
 
 @contextlib.contextmanager

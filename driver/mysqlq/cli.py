@@ -157,7 +157,7 @@ def migrate(
 
         mysqlq migrate --sql | mariadb -h HOST -u USER -p DBNAME
     """
-    from mysqlq import migrate as migrations
+    from mysqlq.schema import migrate as migrations
 
     with _errors():
         if offline:
@@ -746,7 +746,7 @@ def grants(
     \b
         mysqlq grants --database app --publisher 'orders_api@10.0.%' | mysql -u root
     """
-    from mysqlq.grants import grant_statements, parse_account
+    from mysqlq.schema.grants import grant_statements, parse_account
 
     with _errors():
         if database is None:
@@ -829,7 +829,7 @@ def demo(
     Without --dsn or MYSQLQ_DSN it uses the local server the tests use (127.0.0.1:3306 as root,
     or a throwaway one) and a database mysqlq_demo, created and migrated when missing.
     """
-    from mysqlq import demo as demo_module
+    from mysqlq.tools import demo as demo_module
 
     options = demo_module.DemoOptions(
         messages=messages,
@@ -892,10 +892,10 @@ def bench(
     Uses a throwaway database on the server of --dsn / MYSQLQ_DSN (its database part is
     ignored), else the local server the tests use. Needs the bench extra for kombu and the chart.
     """
-    from mysqlq import bench as bench_module
-    from mysqlq import localserver
-    from mysqlq.bench import report
     from mysqlq.connection import with_database
+    from mysqlq.tools import bench as bench_module
+    from mysqlq.tools import localserver
+    from mysqlq.tools.bench import report
 
     options = bench_module.BenchOptions(
         quick=quick,

@@ -10,10 +10,8 @@ PublishResult(offset=1, duplicate=False)
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
-import math
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -22,27 +20,14 @@ from typing import Any, NamedTuple
 
 import MySQLdb
 import MySQLdb.cursors
-from tenacity import (
-    retry,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_exponential_jitter,
-)
 
-from mysqlq import _sql, schema
+from mysqlq import _sql, codec, version
 from mysqlq.connection import connect as open_connection
 from mysqlq.connection import execute_rows, resolve_dsn
-from mysqlq.errors import ConnectionLost, Deadlock, InvalidArgument, LockTimeout, translating
+from mysqlq.errors import ConnectionLost, translating
+from mysqlq.transient import transient
 
 __all__ = ["Client", "PublishResult", "Transaction", "connect"]
-
-# retry a call the server can repeat safely: a publish with an id (G1), an admin call
-_transient = retry(
-    retry=retry_if_exception_type((ConnectionLost, Deadlock, LockTimeout)),
-    wait=wait_exponential_jitter(multiplier=0.05, max=2.0),
-    stop=stop_after_attempt(6),
-    reraise=True,
-)
 
 
 class PublishResult(NamedTuple):
@@ -53,92 +38,6 @@ class PublishResult(NamedTuple):
 def connect(dsn: str | None = None, *, check_version: bool = True) -> Client:
     """A client for the mysqlq database at ``dsn`` (default: env ``MYSQLQ_DSN``)."""
     return Client(dsn, check_version=check_version)
-
-
-def _payload_bytes(payload: bytes | bytearray | memoryview | str) -> bytes:
-    if isinstance(payload, str):
-        return payload.encode("utf-8")
-    if isinstance(payload, (bytes, bytearray, memoryview)):
-        return bytes(payload)
-    raise InvalidArgument(f"payload must be bytes or str, not {type(payload).__name__}")
-
-
-def _metadata_json(metadata: Mapping[str, Any] | None) -> str | None:
-    if metadata is None:
-        return None
-    if not isinstance(metadata, Mapping):
-        raise InvalidArgument(f"metadata must be a mapping or None, not {type(metadata).__name__}")
-    try:
-        return json.dumps(metadata, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgument(f"metadata must be JSON-serialisable: {exc}") from None
-
-
-def _delay_ms(delay: float | None) -> int:
-    if delay is None:
-        return 0
-    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not math.isfinite(delay):
-        raise InvalidArgument(f"delay must be a number of seconds, not {delay!r}")
-    return round(delay * 1000)
-
-
-_BATCH_FIELDS = frozenset({"payload", "key", "id", "metadata", "delay"})
-
-
-def _batch_element(message: Any, default_id: str) -> dict[str, Any]:
-    """One element of queue_publish_batch's JSON from a payload or a mapping.
-
-    ``default_id`` is the id of a message given without one: made by the driver, so that a retry
-    after a lost reply is recognised as a duplicate.
-    """
-    if isinstance(message, bytes):
-        return {"payload_b64": base64.b64encode(message).decode("ascii"), "id": default_id}
-    if isinstance(message, (bytearray, memoryview, str)):
-        message = {"payload": message}
-    if not isinstance(message, Mapping):
-        raise InvalidArgument(
-            "publish_batch takes payloads (bytes or str) or mappings with a 'payload' key"
-        )
-    unknown = message.keys() - _BATCH_FIELDS
-    if unknown:
-        raise InvalidArgument(f"unknown message field(s): {', '.join(sorted(unknown))}")
-    if "payload" not in message:
-        raise InvalidArgument("every message needs a 'payload'")
-    payload = message["payload"]
-    element: dict[str, Any] = {
-        "payload_b64": base64.b64encode(
-            payload if isinstance(payload, bytes) else _payload_bytes(payload)
-        ).decode("ascii"),
-        "id": default_id if message.get("id") is None else message["id"],
-    }
-    key = message.get("key")
-    if key is not None:
-        element["key"] = key
-    metadata = message.get("metadata")
-    if metadata is not None:
-        text = _metadata_json(metadata)  # checks it: a mapping, JSON-serialisable, no NaN
-        element["metadata"] = metadata if type(metadata) is dict else json.loads(text or "null")
-    if message.get("delay"):
-        element["delay_ms"] = _delay_ms(message["delay"])
-    return element
-
-
-def _batch_elements(messages: Any, chunk_size: Any) -> list[dict[str, Any]]:
-    """Check a whole batch before anything is sent: bad input publishes nothing."""
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
-        raise InvalidArgument(f"chunk_size must be an integer, not {chunk_size!r}")
-    if not 1 <= chunk_size <= 100_000:
-        raise InvalidArgument("chunk_size must be between 1 and 100000")
-    if isinstance(messages, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(
-        messages, Iterable
-    ):
-        raise InvalidArgument(
-            "messages must be an iterable of payloads or message mappings, "
-            f"not {type(messages).__name__}"
-        )
-    # one uuid per call: ids the driver makes for messages without one (a retry is recognised)
-    prefix = uuid.uuid4().hex
-    return [_batch_element(m, f"{prefix}-{i}") for i, m in enumerate(messages)]
 
 
 class _Publisher:
@@ -155,15 +54,15 @@ class _Publisher:
             key,
             # a driver-made id makes a retry after a lost reply safe; "" is refused by the server
             uuid.uuid4().hex if id is None else id,
-            _payload_bytes(payload),
-            _metadata_json(metadata),
-            _delay_ms(delay),
+            codec.payload_bytes(payload),
+            codec.metadata_json(metadata),
+            codec.delay_ms(delay),
         )
         (row,) = self._call_rows(_sql.PUBLISH, args)
         return PublishResult(int(row["offset"]), bool(row["duplicate"]))
 
     def _publish_batch(self, topic, messages, chunk_size) -> list[PublishResult]:
-        elements = _batch_elements(messages, chunk_size)
+        elements = codec.batch_elements(messages, chunk_size)
         results: list[PublishResult] = []
         for start in range(0, len(elements), chunk_size):
             results.extend(self._publish_chunk(topic, elements[start : start + chunk_size]))
@@ -225,7 +124,7 @@ class Client(_Publisher):
         self._lock = threading.RLock()
         self._conn = open_connection(self.dsn)
         if check_version:
-            schema.check_version(self._conn, _sql.PROTOCOL_VERSION)
+            version.check_version(self._conn, _sql.PROTOCOL_VERSION)
 
     # connection handling -------------------------------------------------------------------
 
@@ -234,7 +133,7 @@ class Client(_Publisher):
             self._conn.close()
         self._conn = open_connection(self.dsn)
 
-    @_transient
+    @transient
     def _call_safely(self, sql: str, args: tuple) -> list[dict[str, Any]]:
         """A call that is safe to repeat; reconnects after a lost connection."""
         with self._lock:
@@ -282,9 +181,9 @@ class Client(_Publisher):
             topic,
             key,
             id,
-            _payload_bytes(payload),
-            _metadata_json(metadata),
-            _delay_ms(delay),
+            codec.payload_bytes(payload),
+            codec.metadata_json(metadata),
+            codec.delay_ms(delay),
         )
         (row,) = self._call_safely(_sql.PUBLISH, args)
         return PublishResult(int(row["offset"]), bool(row["duplicate"]))
@@ -304,7 +203,7 @@ class Client(_Publisher):
         commits on its own."""
         if conn is not None:
             return Transaction(conn).publish_batch(topic, messages, chunk_size=chunk_size)
-        elements = _batch_elements(messages, chunk_size)
+        elements = codec.batch_elements(messages, chunk_size)
         results: list[PublishResult] = []
         for start in range(0, len(elements), chunk_size):
             chunk = elements[start : start + chunk_size]
@@ -349,7 +248,7 @@ class Client(_Publisher):
         dlq_suffix: str | None = None,
         retention: float | None = None,
     ) -> dict[str, Any]:
-        retention_ms = None if retention is None else _delay_ms(retention)
+        retention_ms = None if retention is None else codec.delay_ms(retention)
         args = (topic, partitions, max_attempts, dlq_suffix, retention_ms)
         return self._call_safely(_sql.TOPIC_CONFIGURE, args)[0]
 

@@ -1,6 +1,6 @@
 """Connection strings and MySQLdb connections.
 
-A DSN is a URL as SQLAlchemy parses it::
+A DSN is a URL (parsed with the standard library's ``urllib.parse``)::
 
     mysql://user:password@host:3306/db
     mysql+mysqldb://user@host/db?unix_socket=/run/mysqld/mysqld.sock
@@ -21,20 +21,21 @@ password, which the client does only over TLS (MySQL offers TLS by default) or a
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
-from collections.abc import Sequence
+import urllib.parse
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import MySQLdb
 import MySQLdb.cursors
 from MySQLdb.constants import CLIENT
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
 
 from mysqlq.errors import InvalidDSN, translating
 
 __all__ = [
+    "DSN",
     "DSN_ENV",
     "call",
     "connect",
@@ -42,7 +43,6 @@ __all__ = [
     "execute_rows",
     "parse_dsn",
     "resolve_dsn",
-    "sqlalchemy_url",
     "with_database",
 ]
 
@@ -84,18 +84,68 @@ def resolve_dsn(dsn: str | None) -> str:
     raise InvalidDSN(f"no DSN given and {DSN_ENV} is not set")
 
 
-def parse_dsn(dsn: str) -> URL:
-    """Parse and validate a DSN; return the SQLAlchemy URL."""
+@dataclasses.dataclass(frozen=True)
+class DSN:
+    """A parsed connection string; ``str()`` renders it back (password included)."""
+
+    drivername: str
+    username: str | None = None
+    password: str | None = None
+    host: str | None = None
+    port: int | None = None
+    database: str | None = None
+    query: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def replace(self, **changes: Any) -> DSN:
+        return dataclasses.replace(self, **changes)
+
+    def with_query(self, **params: str) -> DSN:
+        return self.replace(query={**self.query, **params})
+
+    def __str__(self) -> str:
+        auth = ""
+        if self.username is not None:
+            auth = urllib.parse.quote(self.username, safe="")
+            if self.password is not None:
+                auth += ":" + urllib.parse.quote(self.password, safe="")
+            auth += "@"
+        host = self.host or ""
+        if ":" in host:  # an IPv6 address
+            host = f"[{host}]"
+        port = f":{self.port}" if self.port is not None else ""
+        path = "/" + urllib.parse.quote(self.database, safe="") if self.database else ""
+        query = "?" + urllib.parse.urlencode(dict(self.query)) if self.query else ""
+        return f"{self.drivername}://{auth}{host}{port}{path}{query}"
+
+
+_URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$", re.S)
+
+
+def parse_dsn(dsn: str) -> DSN:
+    """Parse and validate a DSN."""
+    if not isinstance(dsn, str) or not (m := _URL.match(dsn)):
+        raise InvalidDSN(f"cannot parse DSN {_redact(str(dsn))!r}: not a URL like mysql://...")
     try:
-        url = make_url(dsn)
-    except ArgumentError as exc:
+        parts = urllib.parse.urlsplit(dsn)
+        port = parts.port
+    except ValueError as exc:
         raise InvalidDSN(f"cannot parse DSN {_redact(dsn)!r}: {exc}") from None
-    backend, _, driver = url.drivername.partition("+")
+    backend, _, driver = m.group("scheme").partition("+")
     if backend not in _BACKENDS or driver not in _DRIVERS:
         raise InvalidDSN(
-            f"unsupported DSN scheme {url.drivername!r}: use mysql://, mariadb:// "
+            f"unsupported DSN scheme {m.group('scheme')!r}: use mysql://, mariadb:// "
             "or mysql+mysqldb://"
         )
+    query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+    url = DSN(
+        drivername=m.group("scheme"),
+        username=None if parts.username is None else urllib.parse.unquote(parts.username),
+        password=None if parts.password is None else urllib.parse.unquote(parts.password),
+        host=parts.hostname or None,
+        port=port,
+        database=urllib.parse.unquote(parts.path.lstrip("/")) or None,
+        query=query,
+    )
     unknown = sorted(set(url.query) - set(_QUERY_PARAMS) - set(_SSL_PARAMS))
     if unknown:
         raise InvalidDSN(
@@ -123,8 +173,6 @@ def connect_kwargs(dsn: str) -> dict[str, Any]:
     if url.database:
         kwargs["database"] = url.database
     for key, value in url.query.items():
-        if isinstance(value, tuple):
-            value = value[-1]
         if key in _SSL_PARAMS:
             kwargs.setdefault("ssl", {})[_SSL_PARAMS[key]] = value
             continue
@@ -157,18 +205,9 @@ def connect(dsn: str | None = None, **kw: Any) -> MySQLdb.connections.Connection
         return MySQLdb.connect(**kwargs)
 
 
-def sqlalchemy_url(dsn: str) -> str:
-    """The DSN as a SQLAlchemy URL string using the mysqldb driver."""
-    url = parse_dsn(dsn).set(drivername="mysql+mysqldb")
-    if "charset" not in url.query:
-        url = url.update_query_dict({"charset": "utf8mb4"})
-    return url.render_as_string(hide_password=False)
-
-
 def with_database(dsn: str, database: str | None) -> str:
     """The same DSN pointing at another database (``None``: no database)."""
-    url = parse_dsn(dsn)._replace(database=database)  # .set() cannot clear it
-    return url.render_as_string(hide_password=False)
+    return str(parse_dsn(dsn).replace(database=database))
 
 
 def _redact(dsn: str) -> str:

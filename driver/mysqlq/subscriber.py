@@ -41,7 +41,7 @@ from typing import Any
 import MySQLdb
 import MySQLdb.cursors
 
-from mysqlq import _sql, schema
+from mysqlq import _sql, version
 from mysqlq.connection import connect as open_connection
 from mysqlq.connection import execute_rows, resolve_dsn
 from mysqlq.errors import ConnectionLost, Error, InvalidArgument, TransientError
@@ -195,7 +195,7 @@ class Subscriber:
         conn = open_connection(self.dsn)
         try:
             if check_version:
-                schema.check_version(conn, _sql.PROTOCOL_VERSION)
+                version.check_version(conn, _sql.PROTOCOL_VERSION)
             execute_rows(
                 conn,
                 _sql.SUBSCRIBE,

@@ -16,7 +16,7 @@ minimal Debian unstable chroot that :func:`mysql_chroot` builds once with
 ``$XDG_CACHE_HOME/mysqlq``, else ``~/.cache/mysqlq``; ``MYSQLQ_MYSQL_CHROOT``
 names a ready chroot instead).  Building it takes about a minute and needs root.
 
-``python -m mysqlq.localserver`` prints a root DSN (starting a server that
+``python -m mysqlq.tools.localserver`` prints a root DSN (starting a server that
 keeps running if needed); ``--dir DIR`` reuses the server kept in DIR,
 ``--stop DIR`` stops it.
 """
@@ -692,7 +692,7 @@ def find_or_start(mode: str | None = None, directory: str | Path | None = None) 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m mysqlq.localserver",
+        prog="python -m mysqlq.tools.localserver",
         description="Print a root DSN of a MySQL/MariaDB server, starting one if needed.",
     )
     parser.add_argument("--dir", type=Path, help="keep a started server in DIR (reused later)")
@@ -717,7 +717,7 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(server, LocalServer):
         print(
             f"# mysqlq: server pid {server.pid} running in {server.directory}; stop it with: "
-            f"python -m mysqlq.localserver --stop {server.directory}",
+            f"python -m mysqlq.tools.localserver --stop {server.directory}",
             file=sys.stderr,
         )
     print(server.dsn)

@@ -18,8 +18,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from mysqlq.render import SchemaObject, SourceError, read_schema
-from mysqlq.schema import format_snapshot, parse_snapshot, snapshot_sha256
+from mysqlq.schema.render import SourceError, read_schema
+from mysqlq.schema.snapshot import SchemaObject, format_snapshot, parse_snapshot, snapshot_sha256
 
 __all__ = [
     "Revision",
@@ -49,8 +49,8 @@ class MigrationTreeError(Exception):
 
 
 def default_root() -> Path:
-    """The source tree this module belongs to (editable install / checkout)."""
-    return Path(__file__).resolve().parents[2]
+    """The source tree to work on when none is given: the current directory (a checkout)."""
+    return Path.cwd()
 
 
 def list_revisions(root: str | Path) -> list[Revision]:

@@ -22,6 +22,8 @@ from typing import Literal
 
 import jinja2
 
+from mysqlq.schema.snapshot import SchemaObject
+
 __all__ = [
     "EVENT_SUFFIX",
     "Routine",
@@ -38,8 +40,6 @@ __all__ = [
 
 EVENT_SUFFIX = "_event.sql"
 
-Kind = Literal["table", "procedure", "function", "event"]
-
 
 class SourceError(ValueError):
     """A schema source file breaks the conventions."""
@@ -49,13 +49,6 @@ class SourceError(ValueError):
 class Routine:
     name: str
     kind: Literal["procedure", "function"]
-    sql: str
-
-
-@dataclass(frozen=True)
-class SchemaObject:
-    kind: Kind
-    name: str
     sql: str
 
 

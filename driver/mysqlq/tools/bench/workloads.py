@@ -416,8 +416,8 @@ def _drain(
 
 
 def kombu_url(dsn: str) -> str:
-    url = connection.parse_dsn(dsn).set(drivername="mysql+mysqldb")
-    return "sqla+" + url.render_as_string(hide_password=False)
+    url = connection.parse_dsn(dsn).replace(drivername="mysql+mysqldb")
+    return "sqla+" + str(url)
 
 
 def kombu_publish(dsn: str, queue_name: str, messages: int) -> float:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +11,9 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from mysqlq.connection import resolve_dsn, sqlalchemy_url
-from mysqlq.schema import VERSION_TABLE
+from mysqlq.connection import parse_dsn, resolve_dsn
+from mysqlq.schema.paths import migrations_dir
+from mysqlq.schema.steps import VERSION_TABLE
 
 __all__ = [
     "alembic_config",
@@ -22,26 +22,17 @@ __all__ = [
     "head",
     "migrations_dir",
     "offline_script",
+    "sqlalchemy_url",
     "upgrade",
 ]
 
 
-MIGRATIONS_ENV = "MYSQLQ_MIGRATIONS_DIR"
-
-
-def migrations_dir() -> Path:
-    """The migrations directory: ``$MYSQLQ_MIGRATIONS_DIR`` if set, else the packaged
-    ``mysqlq/_migrations``, else the source tree's ``migrations/``."""
-    override = os.environ.get(MIGRATIONS_ENV)
-    if override:
-        return Path(override).resolve()
-    packaged = Path(__file__).resolve().parent / "_migrations"
-    if (packaged / "env.py").is_file():
-        return packaged
-    source = Path(__file__).resolve().parents[2] / "migrations"
-    if (source / "env.py").is_file():
-        return source
-    raise FileNotFoundError("mysqlq migrations directory not found (broken install?)")
+def sqlalchemy_url(dsn: str) -> str:
+    """The DSN as a SQLAlchemy URL string using the mysqldb driver (for Alembic)."""
+    url = parse_dsn(dsn).replace(drivername="mysql+mysqldb")
+    if "charset" not in url.query:
+        url = url.with_query(charset="utf8mb4")
+    return str(url)
 
 
 def alembic_config(

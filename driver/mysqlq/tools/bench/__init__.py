@@ -33,7 +33,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from mysqlq import connection
-from mysqlq.bench import report, server, workloads
+from mysqlq.tools.bench import report, server, workloads
 
 __all__ = ["BenchOptions", "run"]
 

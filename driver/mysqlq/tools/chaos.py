@@ -1,7 +1,7 @@
 """Chaos harness: real publishers and subscribers under kills, stalls and a server restart.
 
-``scripts/chaos`` (``python -m mysqlq.chaos run``) starts a throwaway server it controls
-(:mod:`mysqlq.localserver`), migrates a ``chaos`` database, and runs as separate processes:
+``scripts/chaos`` (``python -m mysqlq.tools.chaos run``) starts a throwaway server it controls
+(:mod:`mysqlq.tools.localserver`), migrates a ``chaos`` database, and runs as separate processes:
 
 * **publishers** that publish in transactions over many partitions, some held open for a while
   before committing, some rolled back (every outcome is recorded in a results database);
@@ -49,7 +49,7 @@ from typing import Any
 
 import MySQLdb
 
-log = logging.getLogger("mysqlq.chaos")
+log = logging.getLogger("mysqlq.tools.chaos")
 
 TOPIC = "chaos"
 QUEUE_DB = "chaos"
@@ -334,15 +334,15 @@ class Harness:
 
     def setup(self) -> None:
         from mysqlq import schema
-        from mysqlq.render import read_schema
+        from mysqlq.tools.harness import head_schema
 
-        root = Path(__file__).resolve().parents[2]
+        revision, objects = head_schema()
         self.query(f"CREATE DATABASE IF NOT EXISTS `{QUEUE_DB}` CHARACTER SET utf8mb4")
         self.query(f"CREATE DATABASE IF NOT EXISTS `{RESULTS_DB}` CHARACTER SET utf8mb4")
         cur = self.admin().cursor()
         cur.execute(f"USE `{QUEUE_DB}`")
-        schema.install(schema.CursorExecutor(cur), read_schema(root))
-        schema.stamp(cur, None)
+        schema.install(schema.CursorExecutor(cur), objects)
+        schema.stamp(cur, revision)
         cur.execute(f"USE `{RESULTS_DB}`")
         for statement in RESULTS_SCHEMA:
             cur.execute(statement)
@@ -361,7 +361,7 @@ class Harness:
         cmd = [
             sys.executable,
             "-m",
-            "mysqlq.chaos",
+            "mysqlq.tools.chaos",
             kind,
             "--dsn",
             self.dsn,
@@ -391,7 +391,7 @@ class Harness:
         out = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115
         try:
             proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, env=_child_env(), start_new_session=True
+                cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
         finally:
             out.close()
@@ -691,15 +691,8 @@ def passed(s: dict[str, Any]) -> bool:
     )
 
 
-def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    driver = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = driver + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
 def run_controller(args: argparse.Namespace) -> int:
-    from mysqlq.localserver import throwaway
+    from mysqlq.tools.localserver import throwaway
 
     cfg = Config(**asdict(CONFIGS[args.config]))
     for name in ("duration", "messages", "partitions", "subscribers", "kill_every", "seed"):
@@ -735,7 +728,7 @@ def run_controller(args: argparse.Namespace) -> int:
 
 def run_check(args: argparse.Namespace) -> int:
     """The checker alone, on the data a run left in its workdir (faults from chaos_events)."""
-    from mysqlq.localserver import LocalServer
+    from mysqlq.tools.localserver import LocalServer
 
     directory = Path(args.workdir).resolve() / "server"
     server = LocalServer(directory, chroot=LocalServer.kept_chroot(directory)).start()
@@ -750,7 +743,7 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="mysqlq.chaos", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="mysqlq.tools.chaos", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the harness and the checker")
     run.add_argument("--config", choices=sorted(CONFIGS), default="ci")

@@ -1,6 +1,6 @@
 """Scale checks: fair share over many partitions, fetch under a deep backlog, GC under traffic.
 
-``scripts/scale`` (``python -m mysqlq.scale``) starts a throwaway server (or uses ``--dsn``),
+``scripts/scale`` (``python -m mysqlq.tools.scale``) starts a throwaway server (or uses ``--dsn``),
 migrates a fresh database and prints the figures docs/reliability.md quotes:
 
 1. **Fair share** (G11): ``--partitions`` (2,000) partitions, ``--subscribers`` (100) subscribers
@@ -25,7 +25,6 @@ import multiprocessing as mp
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 LEASE_MS = 30_000
@@ -286,7 +285,7 @@ def gc_traffic(dsn: str, minutes: int, per_minute: int) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="mysqlq.scale", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="mysqlq.tools.scale", description=__doc__.split("\n\n")[0])
     p.add_argument("--dsn", help="a server to use (default: a throwaway local server)")
     p.add_argument("--partitions", type=int, default=2000)
     p.add_argument("--subscribers", type=int, default=100)
@@ -298,10 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", choices=["share", "fetch", "gc"], action="append")
     args = p.parse_args(argv)
 
-    from mysqlq import schema
     from mysqlq.connection import with_database
-    from mysqlq.localserver import throwaway
-    from mysqlq.render import read_schema
+    from mysqlq.tools.harness import head_schema, install_schema
+    from mysqlq.tools.localserver import throwaway
 
     server = None
     if args.dsn:
@@ -314,13 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cur = admin.cursor()
         cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-        cur.execute(f"USE `{name}`")
-        schema.install(schema.CursorExecutor(cur), read_schema(Path(__file__).resolve().parents[2]))
-        schema.stamp(cur, None)
-        for obj in read_schema(Path(__file__).resolve().parents[2]):
-            if obj.kind == "event":
-                cur.execute(f"ALTER EVENT `{obj.name}` DISABLE")
         cur.close()
+        revision, objects = head_schema()
+        install_schema(admin, name, objects, revision, disable_events=True)
         dsn = with_database(server_dsn, name)
         only = set(args.only or ["share", "fetch", "gc"])
         report: dict[str, Any] = {}

@@ -1,14 +1,4 @@
-"""Installing the mysqlq schema: snapshots, migration steps, version check.
-
-A *snapshot* (``migrations/snapshots/<rev>.sql``) is the frozen text of every
-table, routine and event of one revision, each object introduced by a marker
-line::
-
-    -- mysqlq:object procedure queue_publish
-    CREATE PROCEDURE queue_publish(...)
-    BEGIN
-      ...
-    END
+"""Installing the mysqlq schema: executors, a whole install, and the migration steps.
 
 Revision modules call :func:`upgrade` / :func:`downgrade`, which drop and
 re-create routines and events from the snapshots (and create or drop the tables
@@ -20,14 +10,12 @@ so ``:name`` and ``%`` in routine bodies are sent verbatim; in offline
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mysqlq.errors import SchemaMismatch
-from mysqlq.render import SchemaObject
+from mysqlq.schema.paths import migrations_dir
+from mysqlq.schema.snapshot import SchemaObject, load_snapshot
 
 __all__ = [
     "SET_SQL_MODE",
@@ -35,15 +23,9 @@ __all__ = [
     "VERSION_TABLE",
     "CursorExecutor",
     "OfflineExecutor",
-    "check_version",
     "downgrade",
     "execute",
-    "format_snapshot",
     "install",
-    "installed_version",
-    "load_snapshot",
-    "parse_snapshot",
-    "snapshot_sha256",
     "stamp",
     "upgrade",
 ]
@@ -60,59 +42,8 @@ CREATE_VERSION_TABLE = (
     f"CONSTRAINT {VERSION_TABLE}_pkc PRIMARY KEY (version_num))"
 )
 
-MARKER = "-- mysqlq:object"
-_MARKER_RE = re.compile(r"^-- mysqlq:object (table|procedure|function|event) ([A-Za-z0-9_$]+)$")
 PROGRAM_KINDS = ("procedure", "function", "event")
 ROUTINE_DELIMITER = "$$"
-
-
-# --------------------------------------------------------------------------- snapshots
-
-
-def format_snapshot(objects: Sequence[SchemaObject], revision: str) -> str:
-    """The snapshot file text for ``objects``."""
-    parts = [
-        f"-- mysqlq schema snapshot, revision {revision}\n"
-        "-- Written by scripts/freeze_migration.py; never edit a released snapshot.\n"
-    ]
-    for obj in objects:
-        if "\n-- mysqlq:object " in "\n" + obj.sql:
-            raise ValueError(f"{obj.kind} {obj.name}: contains a snapshot marker line")
-        parts.append(f"{MARKER} {obj.kind} {obj.name}\n{obj.sql}\n")
-    return "\n".join(parts)
-
-
-def parse_snapshot(text: str) -> list[SchemaObject]:
-    """Parse snapshot text back into objects (inverse of :func:`format_snapshot`)."""
-    objects: list[SchemaObject] = []
-    current: tuple[str, str] | None = None
-    body: list[str] = []
-
-    def flush() -> None:
-        if current is not None:
-            sql = "\n".join(body).strip("\n").rstrip()
-            objects.append(SchemaObject(current[0], current[1], sql))  # type: ignore[arg-type]
-
-    for line in text.replace("\r\n", "\n").split("\n"):
-        if line.startswith(MARKER):
-            m = _MARKER_RE.match(line.rstrip())
-            if not m:
-                raise ValueError(f"bad snapshot marker line: {line!r}")
-            flush()
-            current = (m.group(1), m.group(2))
-            body = []
-        elif current is not None:
-            body.append(line)
-    flush()
-    return objects
-
-
-def load_snapshot(path: str | Path) -> list[SchemaObject]:
-    return parse_snapshot(Path(path).read_text(encoding="utf-8"))
-
-
-def snapshot_sha256(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 # --------------------------------------------------------------------------- executors
@@ -263,12 +194,8 @@ def _executor(ctx: Any) -> Executor:
 def _snapshot(ctx: Any, revision: str | None) -> list[SchemaObject]:
     if revision is None:
         return []
-    if ctx.script is not None:
-        directory = Path(ctx.script.dir)
-    else:  # pragma: no cover - only outside an Alembic run
-        from mysqlq.migrate import migrations_dir
-
-        directory = migrations_dir()
+    # (no script directory only outside an Alembic run)
+    directory = Path(ctx.script.dir) if ctx.script is not None else migrations_dir()
     path = directory / "snapshots" / f"{revision}.sql"
     if not path.is_file():
         raise FileNotFoundError(f"missing snapshot for revision {revision}: {path}")
@@ -353,42 +280,3 @@ def downgrade(revision: str, down_revision: str | None) -> None:
     if _programs_wanted(ctx, down_revision):
         create_programs(ex, old)
     _end(ex)
-
-
-# --------------------------------------------------------------------------- version
-
-
-def installed_version(conn: Any) -> str:
-    """``CALL queue_version()`` of the connection's database (mysqlq errors on failure).
-
-    A database still at protocol 1.1 or older has a function ``queue_version()`` instead: its
-    version is read from that, so the caller sees a version mismatch, not "never migrated".
-    """
-    from mysqlq import _sql
-    from mysqlq.connection import execute_rows
-    from mysqlq.errors import NotMigrated
-
-    try:
-        rows = execute_rows(conn, _sql.VERSION)
-    except NotMigrated as missing:
-        try:
-            (old,) = execute_rows(conn, _sql.VERSION_BEFORE_1_2)
-        except NotMigrated:
-            raise missing from None
-        return str(next(iter(old.values())))
-    return "" if not rows or rows[0].get("version") is None else str(rows[0]["version"])
-
-
-def check_version(conn: Any, expected: str) -> str:
-    """Raise unless the database's schema version is ``expected``; return it.
-
-    :class:`~mysqlq.errors.NotMigrated` when the database has no mysqlq schema,
-    :class:`~mysqlq.errors.SchemaMismatch` when it has another version.
-    """
-    version = installed_version(conn)
-    if version != expected:
-        raise SchemaMismatch(
-            f"the database has mysqlq schema version {version!r}, this driver needs "
-            f"{expected!r}; run `mysqlq migrate`"
-        )
-    return version

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mysqlq import connection, migrate
+from mysqlq import connection
+from mysqlq.schema import migrate
 
 MYSQL_ROWS = ("Innodb_rows_inserted", "Innodb_rows_updated", "Innodb_rows_deleted")
 MARIADB_ROWS = ("Handler_write", "Handler_update", "Handler_delete")

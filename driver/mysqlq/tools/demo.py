@@ -1,11 +1,11 @@
 """``mysqlq demo``: publish a burst of messages, drain them with subscriber processes, report.
 
 1. The database: ``--dsn`` / ``MYSQLQ_DSN``, else the local server the tests use
-   (:func:`mysqlq.localserver.find_or_start`) with a database ``mysqlq_demo``; migrated.
+   (:func:`mysqlq.tools.localserver.find_or_start`) with a database ``mysqlq_demo``; migrated.
 2. A fresh topic ``demo-<timestamp>-<random>`` (retention 0, so GC can delete it once consumed),
    and consumer group ``demo``. Earlier demo topics of the group that nobody consumes any more are
    skipped to their end, collected and unsubscribed.
-3. ``--subscribers`` worker processes (``python -m mysqlq.demo worker``), each a
+3. ``--subscribers`` worker processes (``python -m mysqlq.tools.demo worker``), each a
    :class:`mysqlq.Subscriber` with a no-op handler that records the publish→handler latency:
    ``time.time()`` minus ``metadata["published_at"]``, which the publisher set from its own
    ``time.time()``. At exit (SIGTERM) each worker writes a JSON summary.
@@ -89,7 +89,7 @@ def demo_database(dsn: str | None, console: Console) -> Iterator[str]:
     if dsn:
         yield dsn
         return
-    from mysqlq import localserver
+    from mysqlq.tools import localserver
 
     try:
         server = localserver.find_or_start()
@@ -160,7 +160,7 @@ def _clean_earlier_runs(client: mysqlq.Client, console: Console) -> None:
 
 
 class _Workers:
-    """The subscriber processes, each ``python -m mysqlq.demo worker ...``."""
+    """The subscriber processes, each ``python -m mysqlq.tools.demo worker ...``."""
 
     def __init__(self, dsn: str, topic: str, options: DemoOptions, directory: Path) -> None:
         self.dsn = dsn
@@ -185,7 +185,7 @@ class _Workers:
             cmd = [
                 sys.executable,
                 "-m",
-                "mysqlq.demo",
+                "mysqlq.tools.demo",
                 "worker",
                 "--topic",
                 self.topic,
@@ -255,7 +255,7 @@ def worker_main(argv: list[str]) -> int:
     """One subscriber process of the demo: consume until SIGTERM, then write the summary."""
     import logging
 
-    parser = argparse.ArgumentParser(prog="python -m mysqlq.demo worker")
+    parser = argparse.ArgumentParser(prog="python -m mysqlq.tools.demo worker")
     parser.add_argument("--topic", required=True)
     parser.add_argument("--group", default=GROUP)
     parser.add_argument("--name", required=True)
@@ -411,7 +411,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 def _run(dsn: str | None, o: DemoOptions, console: Console) -> dict[str, Any]:
-    from mysqlq import migrate
+    from mysqlq.schema import migrate
 
     with demo_database(dsn, console) as dsn:
         console.print(f"database {_where(dsn)}: migrating", style="dim")

@@ -1,0 +1,35 @@
+"""Schema installation, above the runtime core: render the sources (``render``), freeze them
+into snapshots (``snapshot``, ``freeze``), install and migrate (``steps``, ``migrate``), and the
+least-privilege grants (``grants``).
+
+Revision modules call ``schema.upgrade`` / ``schema.downgrade`` (see ``steps``).
+"""
+
+from mysqlq.schema.snapshot import SchemaObject, load_snapshot
+from mysqlq.schema.steps import (
+    SET_SQL_MODE,
+    SQL_MODE,
+    VERSION_TABLE,
+    CursorExecutor,
+    OfflineExecutor,
+    downgrade,
+    execute,
+    install,
+    stamp,
+    upgrade,
+)
+
+__all__ = [
+    "SET_SQL_MODE",
+    "SQL_MODE",
+    "VERSION_TABLE",
+    "CursorExecutor",
+    "OfflineExecutor",
+    "SchemaObject",
+    "downgrade",
+    "execute",
+    "install",
+    "load_snapshot",
+    "stamp",
+    "upgrade",
+]
