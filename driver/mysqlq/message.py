@@ -1,13 +1,32 @@
-"""A delivered message, as a handler sees it."""
+"""A delivered message, as a handler sees it.
+
+A leaf of the package: it imports nothing of mysqlq. Its outcomes go to whatever delivered it
+through the small :class:`Settler` protocol (the subscriber implements it).
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:  # pragma: no cover
-    from mysqlq.subscriber import Subscriber
+
+class Settler(Protocol):
+    """Where a message's outcomes go: queued for the next settle call of its subscriber."""
+
+    def settle(
+        self,
+        message: Message,
+        outcome: str,
+        *,
+        delay: float | None = None,
+        error: str | None = None,
+    ) -> None:
+        """``outcome`` is ``ack``, ``nack`` (after ``delay`` seconds, None: the backoff) or
+        ``dead_letter``; ``error`` is the text stored with a nack or a dead letter."""
+
+    def extend(self, message: Message, seconds: float) -> None:
+        """Keep the message invisible to others for ``seconds`` more from now."""
 
 
 @dataclass
@@ -39,11 +58,11 @@ class Message:
     failures: int | None = None
     last_error: str | None = None
     failed_at: int | None = None
-    _subscriber: Subscriber | None = field(default=None, repr=False, compare=False)
+    _settler: Settler | None = field(default=None, repr=False, compare=False)
     _outcome: str | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_row(cls, row: dict[str, Any], subscriber: Subscriber | None = None) -> Message:
+    def from_row(cls, row: dict[str, Any], settler: Settler | None = None) -> Message:
         metadata = row.get("metadata")
         if isinstance(metadata, (bytes, bytearray)):
             metadata = metadata.decode()
@@ -66,7 +85,7 @@ class Message:
             failures=row.get("failures"),
             last_error=row.get("last_error"),
             failed_at=row.get("failed_at"),
-            _subscriber=subscriber,
+            _settler=settler,
         )
 
     @property
@@ -98,9 +117,7 @@ class Message:
 
     def extend(self, seconds: float) -> None:
         """Keep the message invisible to others for ``seconds`` more from now."""
-        if self._subscriber is None:
-            raise RuntimeError("this message is not attached to a subscriber")
-        self._subscriber._extend(self, seconds)
+        self._attached().extend(self, seconds)
 
     @property
     def settled(self) -> bool:
@@ -109,7 +126,11 @@ class Message:
     def _settle(self, outcome: str, **kw: Any) -> None:
         if self._outcome is not None:
             return
-        if self._subscriber is None:
-            raise RuntimeError("this message is not attached to a subscriber")
+        settler = self._attached()
         self._outcome = outcome
-        self._subscriber._settle(self, outcome, **kw)
+        settler.settle(self, outcome, **kw)
+
+    def _attached(self) -> Settler:
+        if self._settler is None:
+            raise RuntimeError("this message is not attached to a subscriber")
+        return self._settler

@@ -40,12 +40,14 @@ from typing import Any
 
 import MySQLdb
 import MySQLdb.cursors
+from tenacity import RetryCallState
 
 from mysqlq import _sql, version
 from mysqlq.connection import connect as open_connection
 from mysqlq.connection import execute_rows, resolve_dsn
-from mysqlq.errors import ConnectionLost, Error, InvalidArgument, TransientError
+from mysqlq.errors import ConnectionLost, Error, InvalidArgument
 from mysqlq.message import Message
+from mysqlq.transient import retrying
 
 __all__ = ["Subscriber"]
 
@@ -86,19 +88,44 @@ class _Link:
                 self.conn.close()
             self.conn = None
 
+    def _execute(self, sql: str, args: tuple) -> list[dict]:
+        try:
+            return execute_rows(self._connection(), sql, args)
+        except ConnectionLost:
+            self.close()  # the next attempt reconnects
+            raise
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        wait = state.next_action.sleep if state.next_action else 0.0
+        log.warning("%s: %s; retrying in %.2fs", self.name, exc, wait)
+
     def call(self, sql: str, args: tuple, *, give_up_when_stopping: bool = True) -> list[dict]:
-        delay = 0.05
-        while True:
-            try:
-                return execute_rows(self._connection(), sql, args)
-            except TransientError as exc:
-                if isinstance(exc, ConnectionLost):
-                    self.close()
-                if give_up_when_stopping and self.stopping.is_set():
-                    raise
-                log.warning("%s: %s; retrying in %.2fs", self.name, exc, delay)
-                time.sleep(delay * random.uniform(0.5, 1.0))
-                delay = min(delay * 2, 2.0)
+        """Run one call; transient errors are retried (mysqlq.transient) until it succeeds, or
+        until the subscriber is stopping when ``give_up_when_stopping``."""
+        give_up = self.stopping.is_set if give_up_when_stopping else None
+        attempts = retrying(None, give_up=give_up, before_sleep=self._log_retry)
+        return attempts(self._execute, sql, args)
+
+
+class _SubscriberSettler:
+    """The :class:`~mysqlq.message.Settler` of a subscriber's messages."""
+
+    def __init__(self, subscriber: Subscriber) -> None:
+        self._subscriber = subscriber
+
+    def settle(
+        self,
+        message: Message,
+        outcome: str,
+        *,
+        delay: float | None = None,
+        error: str | None = None,
+    ) -> None:
+        self._subscriber._settle(message, outcome, delay=delay, error=error)
+
+    def extend(self, message: Message, seconds: float) -> None:
+        self._subscriber._extend(message, seconds)
 
 
 @dataclass
@@ -180,6 +207,7 @@ class Subscriber:
         self._lock = threading.Lock()
         self._flush_cond = threading.Condition()
         self._settlements: list[_Settlement] = []
+        self._settler = _SubscriberSettler(self)
         # partition_id -> messages fetched but not started, in offset order, each with its local
         # visibility deadline and the lease epoch it was fetched under
         self._buffers: dict[int, collections.deque[tuple[Message, float, int | None]]] = {}
@@ -378,7 +406,7 @@ class Subscriber:
         self._wake.clear()
 
     def _dispatch(self, rows: list[dict], deadline: float) -> None:
-        messages = [Message.from_row(r, self) for r in rows]
+        messages = [Message.from_row(r, self._settler) for r in rows]
         self._count("delivered", len(messages))
         if self._metrics:
             self._metrics.delivered.inc(len(messages))
@@ -459,7 +487,12 @@ class Subscriber:
     # outcomes -------------------------------------------------------------------------------
 
     def _settle(
-        self, message: Message, outcome: str, delay: float | None = None, error: str | None = None
+        self,
+        message: Message,
+        outcome: str,
+        *,
+        delay: float | None = None,
+        error: str | None = None,
     ) -> None:
         if outcome == "nack":
             delay_ms = self._backoff_ms(message.attempt) if delay is None else _ms(delay)

@@ -47,7 +47,7 @@ def retrying(
         stop = stop | (lambda _state: give_up())
     return Retrying(
         retry=retry_if_exception_type(TransientError),
-        wait=wait_exponential_jitter(initial=INITIAL_WAIT, max=MAX_WAIT, jitter=INITIAL_WAIT),
+        wait=wait_exponential_jitter(multiplier=INITIAL_WAIT, max=MAX_WAIT, jitter=INITIAL_WAIT),
         stop=stop,
         before_sleep=before_sleep,
         reraise=True,
