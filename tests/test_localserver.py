@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mysqlq.connection import connect
-from mysqlq.tools import localserver
+from mysqlq.tools import localserver, mysqlchroot
 
 needs_binary = pytest.mark.skipif(
     localserver.server_binary() is None, reason="no mariadbd/mysqld binary"
@@ -97,10 +97,10 @@ def test_env_dsn_wins(monkeypatch) -> None:
 
 
 def _chroot_or_skip():
-    ready = localserver.cache_dir() / "mysql-chroot" / localserver.CHROOT_READY
+    ready = mysqlchroot.cache_dir() / "mysql-chroot" / mysqlchroot.CHROOT_READY
     if os.environ.get(localserver.MODE_ENV) != "mysql" and not ready.is_file():
         pytest.skip("the MySQL chroot is built by the MySQL run (scripts/test --server mysql)")
-    return localserver.mysql_chroot()
+    return mysqlchroot.mysql_chroot()
 
 
 def test_mysql_from_the_chroot_keeps_its_data_in_a_directory_given_elsewhere(tmp_path) -> None:

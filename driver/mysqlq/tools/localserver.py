@@ -39,8 +39,14 @@ from typing import Any
 
 import MySQLdb
 
+from mysqlq.tools.mysqlchroot import (
+    ChrootUnavailable,
+    cache_dir,
+    may_install,
+    mysql_chroot,
+)
+
 __all__ = [
-    "ContainerServer",
     "ExternalServer",
     "LocalServer",
     "Server",
@@ -56,12 +62,6 @@ __all__ = [
 TEST_DSN_ENV = "MYSQLQ_TEST_DSN"
 MODE_ENV = "MYSQLQ_TEST_SERVER"
 MODES = ("auto", "env", "system", "local", "mysql", "docker")
-CACHE_ENV = "MYSQLQ_CACHE_DIR"
-CHROOT_ENV = "MYSQLQ_MYSQL_CHROOT"
-# what the MySQL chroot installs (Debian unstable carries the newest MySQL)
-CHROOT_SUITE = "sid"
-CHROOT_PACKAGES = ("mysql-server-core", "mysql-client")
-CHROOT_READY = ".mysqlq-ready"
 SYSTEM_DSN = "mysql://root@127.0.0.1:3306"
 STATE_FILE = "server.json"
 
@@ -488,46 +488,9 @@ class LocalServer(Server):
         return server
 
 
-# --------------------------------------------------------------------------- container
-
-
-class ContainerServer(Server):
-    """MySQL 8.4 in a container started with testcontainers."""
-
-    kind = "docker"
-
-    def __init__(self, image: str = "mysql:8.4") -> None:
-        try:
-            from testcontainers.community.mysql import MySqlContainer
-        except ImportError:
-            from testcontainers.mysql import MySqlContainer
-
-        self.container: Any = MySqlContainer(image, root_password="mysqlq")
-        self.container.start()
-        host = self.container.get_container_host_ip()
-        port = self.container.get_exposed_port(3306)
-        self.dsn = f"mysql://root:mysqlq@{host}:{port}"
-        self.started = True
-
-    def stop(self) -> None:
-        self.container.stop()
-        self.started = False
-
-
-def docker_answers() -> bool:
-    docker = shutil.which("docker")
-    if not docker:
-        return False
-    try:
-        result = subprocess.run([docker, "info"], capture_output=True, timeout=15, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return result.returncode == 0
-
-
 def install_server_packages() -> bool:
-    """Install mariadb-server from the OS packages (root, apt only)."""
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
+    """Install mariadb-server from the OS packages (MYSQLQ_INSTALL_PACKAGES=1, root, apt)."""
+    if not may_install():
         return False
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     print("mysqlq: installing mariadb-server with apt-get", file=sys.stderr)
@@ -540,110 +503,25 @@ def install_server_packages() -> bool:
     return server_binary() is not None
 
 
-# --------------------------------------------------------------------------- MySQL chroot
-
-
-def cache_dir() -> Path:
-    """Where built things are kept between runs (the MySQL chroot)."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser().resolve()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return (Path(base) / "mysqlq").resolve()
-
-
-def _run_step(cmd: list[str], what: str, env: dict[str, str] | None = None) -> None:
-    print(f"mysqlq: {what}", file=sys.stderr, flush=True)
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    if result.returncode != 0:
-        raise ServerUnavailable(
-            f"{what} failed ({' '.join(cmd)}):\n{result.stdout[-2000:]}{result.stderr[-2000:]}"
-        )
-
-
-def mysql_chroot() -> Path:
-    """A Debian unstable root with MySQL's server and client installed, built once.
-
-    ``$MYSQLQ_MYSQL_CHROOT`` if set (it must be ready), else ``<cache_dir>/mysql-chroot``,
-    built on first use: ``debootstrap --variant=minbase sid``, then ``apt-get install
-    mysql-server-core mysql-client`` inside it (the archive's Release file may be past its
-    Valid-Until date, so that check is off).  A lock lets concurrent runs share one build;
-    a half-built root is never used (it is built aside and renamed when complete).
-    """
-    if os.environ.get(CHROOT_ENV):
-        root = Path(os.environ[CHROOT_ENV]).expanduser().resolve()
-        if not (root / "usr/sbin/mysqld").is_file():
-            raise ServerUnavailable(f"{CHROOT_ENV}={root}: no usr/sbin/mysqld in it")
-        return root
-    cache = cache_dir()
-    root = cache / "mysql-chroot"
-    if (root / CHROOT_READY).is_file():
-        return root
-    if os.geteuid() != 0:
-        raise ServerUnavailable(
-            f"building the MySQL chroot in {root} needs root (debootstrap, chroot); "
-            f"or set {CHROOT_ENV} to a ready one"
-        )
-    import fcntl
-
-    cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / "mysql-chroot.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (root / CHROOT_READY).is_file():  # built by another run while we waited
-            return root
-        _build_chroot(root)
-    return root
-
-
-def _build_chroot(root: Path) -> None:
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    if not _which("debootstrap"):
-        if not shutil.which("apt-get"):
-            raise ServerUnavailable("debootstrap is missing and there is no apt-get")
-        _run_step(["apt-get", "update"], "apt-get update (for debootstrap)", env)
-        _run_step(
-            ["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
-            "installing debootstrap",
-            env,
-        )
-    building = root.with_name(root.name + ".building")
-    shutil.rmtree(building, ignore_errors=True)
-    shutil.rmtree(root, ignore_errors=True)
-    _run_step(
-        [_which("debootstrap") or "debootstrap", "--variant=minbase", CHROOT_SUITE, str(building)],
-        f"debootstrap {CHROOT_SUITE} into {building} (once; about a minute)",
-        env,
-    )
-    inside = ["chroot", str(building)]
-    _run_step(
-        [*inside, "apt-get", "-o", "Acquire::Check-Valid-Until=false", "update"],
-        "apt-get update in the chroot",
-        env,
-    )
-    _run_step(
-        [*inside, "apt-get", "install", "-y", "--no-install-recommends", *CHROOT_PACKAGES],
-        f"installing {' '.join(CHROOT_PACKAGES)} in the chroot",
-        env,
-    )
-    _run_step([*inside, "apt-get", "clean"], "apt-get clean in the chroot", env)
-    # mysqld's secure-file-priv directory must exist, or it refuses to start
-    (building / "var/lib/mysql-files").mkdir(parents=True, exist_ok=True)
-    (building / "srv").mkdir(exist_ok=True)
-    (building / CHROOT_READY).write_text(f"{' '.join(CHROOT_PACKAGES)}\n")
-    building.rename(root)
-
-
 # --------------------------------------------------------------------------- choice
 
 
 def start_local(directory: str | Path | None = None) -> LocalServer:
     if server_binary() is None and not install_server_packages():
-        raise ServerUnavailable("no mariadbd/mysqld binary, and it could not be installed")
+        raise ServerUnavailable(
+            "no mariadbd/mysqld binary: install mariadb-server, or set "
+            "MYSQLQ_INSTALL_PACKAGES=1 (as root) to let the tools install it"
+        )
     return LocalServer(directory).start()
 
 
 def start_mysql(directory: str | Path | None = None, **kw: Any) -> LocalServer:
     """A throwaway MySQL from the chroot (built first if needed)."""
-    return LocalServer(directory, chroot=mysql_chroot(), **kw).start()
+    try:
+        root = mysql_chroot()
+    except ChrootUnavailable as exc:
+        raise ServerUnavailable(str(exc)) from None
+    return LocalServer(directory, chroot=root, **kw).start()
 
 
 def throwaway(directory: str | Path | None = None, **kw: Any) -> LocalServer:
@@ -684,6 +562,8 @@ def find_or_start(mode: str | None = None, directory: str | Path | None = None) 
                 raise
             errors.append(str(exc))
     if mode in {"auto", "docker"}:
+        from mysqlq.tools.container import ContainerServer, docker_answers
+
         if docker_answers():
             return ContainerServer()
         errors.append("no Docker engine answers")
