@@ -1,0 +1,157 @@
+"""Chaos worker processes: publishers and subscribers that record every outcome."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import signal
+import threading
+import time
+
+import MySQLdb
+
+from mysqlq.tools.chaos import (
+    GROUPS,
+    LEASE_S,
+    MAX_ATTEMPTS,
+    SERVER_NOW,
+    TOPIC,
+    VISIBILITY_S,
+    _connect,
+    log,
+)
+
+
+class Recorder:
+    """Inserts into the results database, surviving killed connections and a server restart."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.local = threading.local()
+
+    def execute(self, sql: str, args: tuple = ()) -> None:
+        delay = 0.02
+        while True:
+            try:
+                conn = getattr(self.local, "conn", None)
+                if conn is None:
+                    conn = self.local.conn = _connect(self.dsn)
+                cur = conn.cursor()
+                try:
+                    cur.execute(sql, args or None)
+                finally:
+                    cur.close()
+                return
+            except Exception as exc:  # MySQLdb or mysqlq errors: reconnect and retry
+                log.debug("results insert failed (%s); retrying", exc)
+                conn = getattr(self.local, "conn", None)
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        conn.close()
+                self.local.conn = None
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+
+def run_subscriber(args: argparse.Namespace) -> int:
+    import mysqlq
+
+    results = Recorder(args.results_dsn)
+
+    def handle(msg: mysqlq.Message) -> None:
+        results.execute(
+            "INSERT INTO handled (grp, msg_key, msg_offset, msg_id, attempt, worker,"
+            f" visible_until, at_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, {SERVER_NOW})",
+            (args.group, msg.key, msg.offset, msg.id, msg.attempt, args.name, msg.visible_until),
+        )
+
+    while True:  # the constructor subscribes: retry while the server restarts
+        try:
+            sub = mysqlq.Subscriber(
+                args.dsn,
+                topic=TOPIC,
+                group=args.group,
+                handler=handle,
+                name=args.name,
+                batch_size=GROUPS[args.group],
+                visibility_timeout=VISIBILITY_S,
+                max_attempts=MAX_ATTEMPTS,
+                lease_duration=LEASE_S,
+                poll_interval=0.2,
+                concurrency=4 if GROUPS[args.group] > 1 else 2,
+                retry_backoff=0.05,
+                max_backoff=0.5,
+            )
+            break
+        except mysqlq.TransientError:
+            time.sleep(0.2)
+    print(f"READY {args.name} {os.getpid()}", flush=True)
+    sub.run()
+    return 0
+
+
+def run_publisher(args: argparse.Namespace) -> int:
+    from mysqlq.client import Transaction
+    from mysqlq.errors import Error
+
+    rng = random.Random(args.seed)
+    results = Recorder(args.results_dsn)
+    keys = [f"k{i:04d}" for i in range(args.partitions)]
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    conn = None
+    seq = 0
+    started = time.monotonic()
+    per_second = args.messages / args.duration
+    published = 0
+    while not stop.is_set() and published < args.messages:
+        # pace: stay on the schedule of messages over the duration
+        ahead = published / per_second - (time.monotonic() - started)
+        if ahead > 0:
+            stop.wait(min(ahead, 0.5))
+            continue
+        batch = sorted(rng.sample(keys, k=min(len(keys), rng.randint(1, 8))))
+        ids = []
+        for key in batch:
+            seq += 1
+            ids.append((key, f"{args.name}-{seq}"))
+        rollback = rng.random() < args.rollback_share
+        hold = rng.uniform(0.05, 0.3) if rng.random() < args.hold_share else 0.0
+        outcome = "rolled_back"
+        try:
+            if conn is None:
+                conn = _connect(args.dsn)
+            cur = conn.cursor()
+            cur.execute("START TRANSACTION")
+            cur.close()
+            tx = Transaction(conn)
+            for key, msg_id in ids:
+                tx.publish(TOPIC, json.dumps({"key": key, "id": msg_id}), key=key, id=msg_id)
+            if hold:
+                time.sleep(hold)
+            if rollback:
+                conn.rollback()
+            else:
+                outcome = "unknown"  # from here a lost connection leaves the outcome open
+                conn.commit()
+                outcome = "committed"
+        except (Error, MySQLdb.Error) as exc:
+            log.info("%s: publish failed (%s), outcome %s", args.name, exc, outcome)
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.rollback()
+                with contextlib.suppress(Exception):
+                    conn.close()
+            conn = None
+            time.sleep(0.1)
+        results.execute(
+            "INSERT IGNORE INTO published (msg_id, outcome) VALUES "
+            + ", ".join(["(%s, %s)"] * len(ids)),
+            tuple(v for _, msg_id in ids for v in (msg_id, outcome)),
+        )
+        published += len(ids)
+    print(f"PUBLISHED {args.name} {published}", flush=True)
+    return 0
