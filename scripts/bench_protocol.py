@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import os
-import secrets
 import statistics
 import sys
 import time
@@ -27,37 +27,10 @@ from rich.progress import Progress
 from rich.table import Table
 
 from mysqlq import connection
-from mysqlq.schema import migrate
 from mysqlq.tools import localserver
+from mysqlq.tools.bench import server as counters
 
 console = Console()
-
-# rows written: InnoDB's row counters where the server has them (MySQL); MariaDB 10.11 has none,
-# but its Handler_* counters leave out internal temporary tables (those are Handler_tmp_*)
-MYSQL_ROW_COUNTERS = ("Innodb_rows_inserted", "Innodb_rows_updated", "Innodb_rows_deleted")
-MARIADB_ROW_COUNTERS = ("Handler_write", "Handler_update", "Handler_delete")
-ROW_COUNTERS = MYSQL_ROW_COUNTERS + MARIADB_ROW_COUNTERS
-
-
-def status(conn, names) -> dict[str, int]:
-    cur = conn.cursor()
-    cur.execute("SHOW GLOBAL STATUS")
-    values = {k: v for k, v in cur.fetchall()}
-    cur.close()
-    return {n: int(values[n]) for n in names if n in values}
-
-
-def rows_written(before: dict[str, int], after: dict[str, int]) -> int:
-    names = MYSQL_ROW_COUNTERS if MYSQL_ROW_COUNTERS[0] in after else MARIADB_ROW_COUNTERS
-    return sum(after[n] - before[n] for n in names)
-
-
-def session_questions(conn) -> int:
-    cur = conn.cursor()
-    cur.execute("SHOW SESSION STATUS LIKE 'Questions'")
-    value = int(cur.fetchone()[1])
-    cur.close()
-    return value
 
 
 def call(conn, proc, *args):
@@ -93,8 +66,8 @@ def consume_cost(conn, topic, keys, group, messages, batch_size=10):
     """Drain `messages` with fetch + ack, counting round trips and rows written."""
     call(conn, "queue_subscribe", group, topic, "bench", None, None, 600_000, None)
     call(conn, "queue_acquire_leases", group, topic, "bench", 600_000, None)
-    before = status(conn, ROW_COUNTERS)
-    q0 = session_questions(conn)
+    before = counters.status(conn)
+    q0 = counters.session_questions(conn)
     delivered = 0
     calls = 0
     t0 = time.perf_counter()
@@ -113,9 +86,9 @@ def consume_cost(conn, topic, keys, group, messages, batch_size=10):
         calls += 1
         delivered += len(got)
     elapsed = time.perf_counter() - t0
-    q1 = session_questions(conn)
-    after = status(conn, ROW_COUNTERS)
-    rows = rows_written(before, after)
+    q1 = counters.session_questions(conn)
+    after = counters.status(conn)
+    rows = counters.rows_written(after) - counters.rows_written(before)
     return {
         "partitions_held": len(keys),
         "batch_size": batch_size,
@@ -214,18 +187,15 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
 
-    server = None
-    server_dsn = args.dsn
-    if not server_dsn:
-        server = localserver.find_or_start()
-        server_dsn = server.dsn
-    name = "mysqlq_bench_" + secrets.token_hex(4)
-    admin = connection.connect(connection.with_database(server_dsn, None))
-    admin.cursor().execute(f"CREATE DATABASE `{name}`")
-    dsn = connection.with_database(server_dsn, name)
     results: dict = {}
-    try:
-        migrate.upgrade(dsn)
+    with contextlib.ExitStack() as cleanup:
+        server_dsn = args.dsn
+        if not server_dsn:
+            server = localserver.find_or_start()
+            if server.started:
+                cleanup.callback(server.stop)
+            server_dsn = server.dsn
+        dsn = cleanup.enter_context(counters.bench_database(server_dsn))
         conn = connection.connect(dsn)
         cur = conn.cursor()
         cur.execute("SELECT VERSION()")
@@ -255,15 +225,6 @@ def main(argv=None) -> int:
         console.print("[bold]publish rates[/bold]")
         results["publish"] = publish_rates(conn, args.single, args.batch_messages)
         conn.close()
-    finally:
-        admin.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
-        admin.close()
-        if (
-            server is not None
-            and hasattr(server, "stop")
-            and not isinstance(server, localserver.ExternalServer)
-        ):
-            server.stop()
 
     table = Table(title=f"mysqlq protocol benchmark on {results['server']}")
     table.add_column("measure")

@@ -18,9 +18,9 @@ libmariadb-java, else Maven coordinates through spark.jars.packages (needs Maven
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-import secrets
 import sys
 import tempfile
 import time
@@ -28,8 +28,8 @@ import zlib
 from pathlib import Path
 
 from mysqlq import connection
-from mysqlq.schema import migrate
 from mysqlq.tools import localserver
+from mysqlq.tools.bench import server as counters
 
 DEBIAN_JDBC_JAR = Path("/usr/share/java/mariadb-java-client.jar")
 JDBC_PACKAGE = "org.mariadb.jdbc:mariadb-java-client:3.5.1"
@@ -205,9 +205,9 @@ def main(argv=None) -> int:
     server_dsn = args.dsn
     if not server_dsn:
         server_dsn = localserver.find_or_start().dsn
-    name = "mysqlq_bench_spark_" + secrets.token_hex(4)
-    admin = connection.connect(connection.with_database(server_dsn, None))
-    admin.cursor().execute(f"CREATE DATABASE `{name}`")
+    cleanup = contextlib.ExitStack()  # closed in the finally below: drops the database
+    dsn = cleanup.enter_context(counters.bench_database(server_dsn, prefix="mysqlq_bench_spark_"))
+    name = connection.parse_dsn(dsn).database
     n = args.messages
     results: dict = {
         "messages": n,
@@ -217,8 +217,6 @@ def main(argv=None) -> int:
         "repeat": args.repeat,
     }
     try:
-        dsn = connection.with_database(server_dsn, name)
-        migrate.upgrade(dsn)
         jar = jdbc_jar(args.jdbc_jar)
         results["jdbc_driver"] = Path(jar).name if jar else JDBC_PACKAGE
         spark = spark_session(args.master, jar)
@@ -287,7 +285,7 @@ def main(argv=None) -> int:
         results["archive_rerun_s"] = again
         spark.stop()
     finally:
-        admin.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
+        cleanup.close()
 
     print(
         f"batch write: mysqlq {results['write_mysqlq_rows_s']:,.0f} rows/s; plain multi-row INSERT"

@@ -20,6 +20,7 @@ migrates a fresh database and prints the figures docs/reliability.md quotes:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import statistics
@@ -298,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from mysqlq.connection import with_database
-    from mysqlq.tools.harness import head_schema, install_schema
+    from mysqlq.tools.harness import head_schema, throwaway_database
     from mysqlq.tools.localserver import throwaway
 
     server = None
@@ -307,15 +308,15 @@ def main(argv: list[str] | None = None) -> int:
     else:
         server = throwaway(buffer_pool="512M")
         server_dsn = server.dsn
-    name = f"mysqlq_scale_{int(time.time())}"
-    admin = _connect(server_dsn)
+    cleanup = contextlib.ExitStack()  # closed in the finally below: drops the database
     try:
-        cur = admin.cursor()
-        cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-        cur.close()
         revision, objects = head_schema()
-        install_schema(admin, name, objects, revision, disable_events=True)
-        dsn = with_database(server_dsn, name)
+        database = cleanup.enter_context(
+            throwaway_database(
+                server_dsn, objects=objects, revision=revision, prefix="mysqlq_scale_"
+            )
+        )
+        dsn = database.dsn
         only = set(args.only or ["share", "fetch", "gc"])
         report: dict[str, Any] = {}
         if "share" in only:
@@ -346,9 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         print("SCALE " + json.dumps(report, default=str), flush=True)
         return 0
     finally:
-        cur = admin.cursor()
-        cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-        admin.close()
+        cleanup.close()
         if server is not None:
             server.stop()
 

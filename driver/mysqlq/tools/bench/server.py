@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mysqlq import connection
-from mysqlq.schema import migrate
+from mysqlq.tools import harness
 
 MYSQL_ROWS = ("Innodb_rows_inserted", "Innodb_rows_updated", "Innodb_rows_deleted")
 MARIADB_ROWS = ("Handler_write", "Handler_update", "Handler_delete")
@@ -44,7 +42,8 @@ class Sample:
     cpu_seconds: float | None
 
 
-def _status(conn: Any) -> dict[str, int]:
+def status(conn: Any) -> dict[str, int]:
+    """The server's global counters (``SHOW GLOBAL STATUS``), the numeric ones."""
     cur = conn.cursor()
     cur.execute("SHOW GLOBAL STATUS")
     values = {}
@@ -53,6 +52,22 @@ def _status(conn: Any) -> dict[str, int]:
             values[name] = int(value)
     cur.close()
     return values
+
+
+def rows_written(values: dict[str, int]) -> int:
+    """Rows written so far: InnoDB's row counters where the server has them (MySQL), else the
+    Handler_* write counters (MariaDB 10.11, which leave out internal temporary tables)."""
+    names = MYSQL_ROWS if MYSQL_ROWS[0] in values else MARIADB_ROWS
+    return sum(values.get(n, 0) for n in names)
+
+
+def session_questions(conn: Any) -> int:
+    """Statements this session has sent (its own round trips)."""
+    cur = conn.cursor()
+    cur.execute("SHOW SESSION STATUS LIKE 'Questions'")
+    value = int(cur.fetchone()[1])
+    cur.close()
+    return value
 
 
 def server_pid(conn: Any) -> int | None:
@@ -106,11 +121,10 @@ def cpu_seconds(pid: int | None) -> float | None:
 
 
 def sample(conn: Any, pid: int | None) -> Sample:
-    values = _status(conn)
-    names = MYSQL_ROWS if MYSQL_ROWS[0] in values else MARIADB_ROWS
+    values = status(conn)
     return Sample(
         questions=values.get("Questions", 0),
-        rows_written=sum(values.get(n, 0) for n in names),
+        rows_written=rows_written(values),
         cpu_seconds=cpu_seconds(pid),
     )
 
@@ -145,20 +159,11 @@ def settings(conn: Any) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def bench_database(server_dsn: str) -> Iterator[str]:
-    """A new database with the mysqlq schema; dropped afterwards. Yields its DSN."""
-    name = "mysqlq_bench_" + secrets.token_hex(4)
-    admin = connection.connect(connection.with_database(server_dsn, None))
-    try:
-        cur = admin.cursor()
-        cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-        cur.close()
-        dsn = connection.with_database(server_dsn, name)
-        migrate.upgrade(dsn)
-        yield dsn
-    finally:
-        with contextlib.suppress(Exception):
-            cur = admin.cursor()
-            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-            cur.close()
-        admin.close()
+def bench_database(server_dsn: str, prefix: str = "mysqlq_bench_") -> Iterator[str]:
+    """A new database with the mysqlq schema (the installed head revision, events enabled as a
+    migration leaves them); dropped afterwards. Yields its DSN."""
+    revision, objects = harness.head_schema()
+    with harness.throwaway_database(
+        server_dsn, objects=objects, revision=revision, prefix=prefix, disable_events=False
+    ) as db:
+        yield db.dsn
