@@ -1,5 +1,60 @@
 {#- Shared SQL fragments for the mysqlq routines. Every routine imports this file as `m`. -#}
 
+{#- Codes. The tables and the internal routines store a few small integers that stand for a
+    state or an outcome; the templates write them by name (m.STATE_ACKED, ...). Each name renders
+    to its number, so the installed routines read exactly as if the number were written there.
+    docs/protocol.md describes the same codes; keep the two in step.
+
+    queue_delivery_state.state: what an exception row says about one message for one group.
+    The order matters: `state <= STATE_IN_FLIGHT` is a message still to be settled (fetch
+    delivers it when invisible_until has passed), `state >= STATE_ACKED` one that is done, which
+    the watermark may pass.
+        STATE_WAITING         0   nacked, released or delayed; due again at invisible_until
+        STATE_IN_FLIGHT       1   redelivered or extended; its own token, invisible until
+                                  invisible_until
+        STATE_ACKED           2   done: acked out of order, or a redriven copy meant for
+                                  another group
+        STATE_DEAD_LETTERED   3   done: copied to the group's DLQ topic
+
+    p_action of queue__settle: the outcome a settle procedure applies to its deliveries.
+        ACTION_ACK            1   queue_ack
+        ACTION_NACK           2   queue_nack (dead-letters at max_attempts)
+        ACTION_EXTEND         3   queue_extend
+        ACTION_DEAD_LETTER    4   queue_dead_letter
+        ACTION_RELEASE        5   queue_release_messages (no attempt charged)
+
+    queue_partitions.slot: the hashed slots of unkeyed messages are 0 .. partitions - 1, so a
+    keyed partition is also `slot < 0`.
+        SLOT_KEYED           -1   a keyed partition (partition_key is the key)
+
+    queue_offsets.cursor_token: delivery tokens come from delivery_seq and start at 1.
+        CURSOR_TOKEN_NONE    -1   set by queue_seek: no delivery carries it, every old one is stale
+    Rows written outside a delivery (fetch's delayed and skipped messages, dead letters) carry
+    token 0, which no delivery carries either; settle matches a row's token only in
+    STATE_IN_FLIGHT.
+
+    The entries queue_fetch collects, [partition_id, first, last, token, attempt, kind]: kind
+        FETCH_KIND_CURSOR     0   offsets first .. last of the cursor batch (no rows of their own)
+        FETCH_KIND_ROW        1   one redelivered delivery-state row (first = last)
+-#}
+{% set STATE_WAITING = 0 %}
+{% set STATE_IN_FLIGHT = 1 %}
+{% set STATE_ACKED = 2 %}
+{% set STATE_DEAD_LETTERED = 3 %}
+
+{% set ACTION_ACK = 1 %}
+{% set ACTION_NACK = 2 %}
+{% set ACTION_EXTEND = 3 %}
+{% set ACTION_DEAD_LETTER = 4 %}
+{% set ACTION_RELEASE = 5 %}
+
+{% set SLOT_KEYED = -1 %}
+
+{% set CURSOR_TOKEN_NONE = -1 %}
+
+{% set FETCH_KIND_CURSOR = 0 %}
+{% set FETCH_KIND_ROW = 1 %}
+
 {#- Epoch milliseconds from the injected clock, or the server clock when the caller passes NULL. -#}
 {% macro now_ms(p_now) -%}
 COALESCE({{ p_now }}, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
@@ -140,7 +195,7 @@ DECLARE EXIT HANDLER FOR SQLEXCEPTION
 COALESCE({{ e }}.msg_key, '')
 {%- endmacro %}
 {% macro batch_slot(e='e') -%}
-IF({{ e }}.msg_key IS NULL, CRC32({{ e }}.msg_id) % v_partitions, -1)
+IF({{ e }}.msg_key IS NULL, CRC32({{ e }}.msg_id) % v_partitions, {{ SLOT_KEYED }})
 {%- endmacro %}
 
 {#- The payload bytes, metadata and delay of a valid batch element `e`. -#}
@@ -252,7 +307,7 @@ FROM queue_partition_leases AS l
                     SELECT 1 FROM queue_delivery_state AS s
                     WHERE
                         s.group_name = l.group_name AND s.partition_id = l.partition_id
-                        AND s.state <= 1 AND s.invisible_until <= v_now
+                        AND s.state <= {{ STATE_IN_FLIGHT }} AND s.invisible_until <= v_now
                 )
             )
 {%- endmacro %}

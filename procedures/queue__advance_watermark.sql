@@ -21,7 +21,7 @@ BEGIN
         SELECT COUNT(*) INTO v_passed FROM queue_delivery_state AS s
         WHERE
             s.group_name = p_group AND s.partition_id = p_partition_id
-            AND s.msg_offset = v_next AND s.state >= 2;
+            AND s.msg_offset = v_next AND s.state >= {{ m.STATE_ACKED }};
         IF v_passed = 1 THEN
             SET v_next = v_next + 1;
         END IF;

@@ -24,7 +24,7 @@ SQL SECURITY DEFINER
 BEGIN
     DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};
     DECLARE v_partitions INT DEFAULT NULL;
-    DECLARE v_slot INT DEFAULT -1;
+    DECLARE v_slot INT DEFAULT {{ m.SLOT_KEYED }};
     DECLARE v_key {{ m.name_local() }} DEFAULT COALESCE(p_partition_key, '');
     DECLARE v_id {{ m.name_local() }} DEFAULT COALESCE(p_id, CAST(UUID() AS CHAR));
     DECLARE v_pid BIGINT DEFAULT NULL;

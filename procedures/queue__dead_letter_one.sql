@@ -42,6 +42,6 @@ BEGIN
 
     INSERT INTO queue_delivery_state (
         group_name, partition_id, msg_offset, state, invisible_until, attempts, token, last_error, updated_at
-    ) VALUES (p_group, p_partition_id, p_offset, 3, 0, p_attempts, 0, p_error, p_now)
-    ON DUPLICATE KEY UPDATE state = 3, attempts = p_attempts, last_error = p_error, updated_at = p_now;
+    ) VALUES (p_group, p_partition_id, p_offset, {{ m.STATE_DEAD_LETTERED }}, 0, p_attempts, 0, p_error, p_now)
+    ON DUPLICATE KEY UPDATE state = {{ m.STATE_DEAD_LETTERED }}, attempts = p_attempts, last_error = p_error, updated_at = p_now;  -- noqa: LT05
 END

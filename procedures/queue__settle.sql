@@ -1,10 +1,31 @@
 {% import '_macros.sql' as m %}
+{#- What a current delivery that the ack fast path does not take becomes, by p_action (the ACTION_*
+    codes of _macros.sql). Each macro renders to one line of the routine. -#}
+{#- It goes to the DLQ: dead-lettered on request, or nacked at its last attempt. -#}
+{% macro goes_to_dlq() %}
+p_action = {{ m.ACTION_DEAD_LETTER }} OR (p_action = {{ m.ACTION_NACK }} AND v_attempts >= COALESCE(v_max_attempts, 1))
+{%- endmacro %}
+{#- Otherwise the state of its row: acked out of order, in flight again (extended), or waiting.
+    (The line break inside {{ }} keeps the rendered CASE on one line.) -#}
+{% macro row_state() %}
+CASE p_action WHEN {{ m.ACTION_ACK }} THEN {{ m.STATE_ACKED }} WHEN {{ m.ACTION_EXTEND }} THEN {{
+    m.STATE_IN_FLIGHT }} ELSE {{ m.STATE_WAITING }} END
+{%- endmacro %}
+{#- Its row is due at once (invisible_until 0) rather than at now + p_ms. -#}
+{% macro due_at_once() %}
+p_action = {{ m.ACTION_ACK }} OR p_action = {{ m.ACTION_RELEASE }} OR (p_action = {{ m.ACTION_NACK }} AND p_ms = 0)
+{%- endmacro %}
+{#- The attempts its row records: a release gives back the attempt its fetch charged. -#}
+{% macro row_attempts() %}
+IF(p_action = {{ m.ACTION_RELEASE }}, GREATEST(v_attempts - 1, 0), v_attempts)
+{%- endmacro %}
 -- Applies one outcome to a list of deliveries [[partition_id, offset, token], ...] in one
 -- transaction; a stale token is counted and left alone (G4). Returns (settled, stale, dead_lettered).
 CREATE PROCEDURE queue__settle(
     IN p_group {{ m.name_local() }},
     IN p_deliveries LONGTEXT,
-    -- 1 ack, 2 nack, 3 extend, 4 dead-letter, 5 release unstarted (no attempt charged)
+    -- the outcome, one of the ACTION_* codes of _macros.sql: ack, nack, extend, dead-letter,
+    -- release unstarted (no attempt charged)
     IN p_action TINYINT,
     IN p_ms BIGINT,
     IN p_error TEXT,
@@ -96,7 +117,7 @@ BEGIN
         WHERE p.partition_id = v_pid;
 
         IF
-            p_action = 1 AND v_known = 1 AND v_state_rows = 0 AND v_distinct = v_n
+            p_action = {{ m.ACTION_ACK }} AND v_known = 1 AND v_state_rows = 0 AND v_distinct = v_n
             AND v_min = v_wm + 1 AND v_max = v_min + v_n - 1
             AND v_min >= v_cstart AND v_max <= v_cpos AND v_mintok = v_ctok AND v_maxtok = v_ctok
         THEN
@@ -145,7 +166,7 @@ BEGIN
 
                     IF v_known = 0 OR v_off <= v_wm THEN
                         SET v_stale = v_stale + 1;
-                    ELSEIF v_has_row = 1 AND (v_state <> 1 OR v_rtok <> v_tok) THEN
+                    ELSEIF v_has_row = 1 AND (v_state <> {{ m.STATE_IN_FLIGHT }} OR v_rtok <> v_tok) THEN
                         SET v_stale = v_stale + 1;
                     ELSEIF v_has_row = 0 AND NOT (v_off BETWEEN v_cstart AND v_cpos AND v_tok = v_ctok) THEN
                         SET v_stale = v_stale + 1;
@@ -155,10 +176,10 @@ BEGIN
                             -- the message leaves the cursor batch, whatever the outcome
                             SET v_cpending = v_cpending - 1;
                         END IF;
-                        IF p_action = 1 AND v_has_row = 0 AND v_off = v_wm + 1 THEN
+                        IF p_action = {{ m.ACTION_ACK }} AND v_has_row = 0 AND v_off = v_wm + 1 THEN
                             -- the in-order path: no row written, the watermark moves
                             SET v_wm = v_wm + 1;
-                        ELSEIF p_action = 4 OR (p_action = 2 AND v_attempts >= COALESCE(v_max_attempts, 1)) THEN
+                        ELSEIF {{ goes_to_dlq() }} THEN
                             CALL queue__dead_letter_one(p_group, v_pid, v_off, v_attempts, p_error, v_now);
                             SET v_dead = v_dead + 1;
                             SET v_state_rows = v_state_rows + 1;
@@ -168,23 +189,23 @@ BEGIN
                                 last_error, updated_at
                             ) VALUES (
                                 p_group, v_pid, v_off,
-                                CASE p_action WHEN 1 THEN 2 WHEN 3 THEN 1 ELSE 0 END,
+                                {{ row_state() }},
                                 -- due at once (0), not at our clock: a fetch that read its clock
                                 -- before we commit must still see it due, or it would start the
                                 -- next batch past it (G6 with batch_size = 1)
-                                IF(p_action = 1 OR p_action = 5 OR (p_action = 2 AND p_ms = 0), 0, v_now + p_ms),
-                                IF(p_action = 5, GREATEST(v_attempts - 1, 0), v_attempts),
+                                IF({{ due_at_once() }}, 0, v_now + p_ms),
+                                {{ row_attempts() }},
                                 v_tok,
-                                IF(p_action = 2, p_error, NULL),
+                                IF(p_action = {{ m.ACTION_NACK }}, p_error, NULL),
                                 v_now
                             )
                             ON DUPLICATE KEY UPDATE
-                                state = CASE p_action WHEN 1 THEN 2 WHEN 3 THEN 1 ELSE 0 END,
+                                state = {{ row_state() }},
                                 invisible_until = IF(
-                                    p_action = 1 OR p_action = 5 OR (p_action = 2 AND p_ms = 0), 0, v_now + p_ms
+                                    {{ due_at_once() }}, 0, v_now + p_ms
                                 ),
-                                attempts = IF(p_action = 5, GREATEST(v_attempts - 1, 0), v_attempts),
-                                last_error = IF(p_action = 2, p_error, last_error),
+                                attempts = {{ row_attempts() }},
+                                last_error = IF(p_action = {{ m.ACTION_NACK }}, p_error, last_error),
                                 updated_at = v_now;
                             SET v_state_rows = v_state_rows + 1;
                         END IF;

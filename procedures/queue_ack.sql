@@ -12,5 +12,5 @@ BEGIN
     {{ m.check_identifier('p_group') }};
     {{ m.check_deliveries() }};
     {{ m.check_now() }};
-    CALL queue__settle(p_group, p_deliveries, 1, 0, NULL, p_now);
+    CALL queue__settle(p_group, p_deliveries, {{ m.ACTION_ACK }}, 0, NULL, p_now);
 END

@@ -13,5 +13,5 @@ BEGIN
     {{ m.check_identifier('p_group') }};
     {{ m.check_deliveries() }};
     {{ m.check_now() }};
-    CALL queue__settle(p_group, p_deliveries, 4, 0, p_error, p_now);
+    CALL queue__settle(p_group, p_deliveries, {{ m.ACTION_DEAD_LETTER }}, 0, p_error, p_now);
 END

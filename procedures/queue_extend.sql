@@ -14,5 +14,5 @@ BEGIN
     {{ m.check_deliveries() }};
     {{ m.check_ms('p_visibility_ms', low=1, allow_null=False) }};
     {{ m.check_now() }};
-    CALL queue__settle(p_group, p_deliveries, 3, p_visibility_ms, NULL, p_now);
+    CALL queue__settle(p_group, p_deliveries, {{ m.ACTION_EXTEND }}, p_visibility_ms, NULL, p_now);
 END

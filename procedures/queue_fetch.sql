@@ -1,4 +1,13 @@
 {% import '_macros.sql' as m %}
+{#- A delivered entry for the cursor range v_lo .. hi of the partition (see FETCH_KIND_* in
+    _macros.sql): [partition_id, first, last, token, attempt, kind]. -#}
+{% macro cursor_entry(hi, attempt) %}
+JSON_ARRAY(v_pid, v_lo, {{ hi }}, v_token, {{ attempt }}, {{ m.FETCH_KIND_CURSOR }})
+{%- endmacro %}
+{#- A redriven copy meant for another group, which this group skips. -#}
+{% macro for_another_group() %}
+msg.target_group IS NOT NULL AND msg.target_group <> v_group
+{%- endmacro %}
 -- Delivers up to p_batch_size in-flight messages per partition the caller holds, in offset order,
 -- in one call: marks them delivered and returns them with attempt and delivery token (G4, G6, G7).
 CREATE PROCEDURE queue_fetch(
@@ -114,7 +123,7 @@ BEGIN
             SELECT COUNT(*) INTO v_x FROM queue_delivery_state AS s
             WHERE
                 s.group_name = v_group AND s.partition_id = v_pid
-                AND s.state = 1 AND s.invisible_until > v_now;
+                AND s.state = {{ m.STATE_IN_FLIGHT }} AND s.invisible_until > v_now;
             SET v_cap = v_cap - v_x;
         END IF;
         IF v_cpending > 0 AND v_cuntil > v_now THEN
@@ -130,7 +139,7 @@ BEGIN
             SELECT MIN(s.msg_offset) INTO v_x FROM queue_delivery_state AS s
             WHERE
                 s.group_name = v_group AND s.partition_id = v_pid AND s.msg_offset > v_x
-                AND s.state = 1 AND s.invisible_until <= v_now AND s.attempts >= v_max_attempts;
+                AND s.state = {{ m.STATE_IN_FLIGHT }} AND s.invisible_until <= v_now AND s.attempts >= v_max_attempts;
             IF v_x IS NULL THEN
                 LEAVE expired_loop;
             END IF;
@@ -171,7 +180,7 @@ BEGIN
                 SET v_cap = v_cap - v_cpending;
                 SET v_delivered = v_delivered + v_cpending;
                 SET v_span = GREATEST(v_span, v_cpos - v_lo + 1);
-                SET v_out = JSON_ARRAY_APPEND(v_out, '$', JSON_ARRAY(v_pid, v_lo, v_cpos, v_token, v_cattempt, 0));
+                SET v_out = JSON_ARRAY_APPEND(v_out, '$', {{ cursor_entry('v_cpos', 'v_cattempt') }});
             END IF;
         END IF;
 
@@ -181,18 +190,18 @@ BEGIN
                 SELECT s.msg_offset FROM queue_delivery_state AS s
                 WHERE
                     s.group_name = v_group AND s.partition_id = v_pid
-                    AND s.state <= 1 AND s.invisible_until <= v_now
+                    AND s.state <= {{ m.STATE_IN_FLIGHT }} AND s.invisible_until <= v_now
                 ORDER BY s.msg_offset
                 LIMIT v_cap
             ) AS due;
             IF v_hi IS NOT NULL THEN
                 UPDATE queue_delivery_state
                 SET
-                    state = 1, token = v_token, attempts = attempts + 1,
+                    state = {{ m.STATE_IN_FLIGHT }}, token = v_token, attempts = attempts + 1,
                     invisible_until = v_now + p_visibility_ms, updated_at = v_now
                 WHERE
                     group_name = v_group AND partition_id = v_pid AND msg_offset <= v_hi
-                    AND state <= 1 AND invisible_until <= v_now;
+                    AND state <= {{ m.STATE_IN_FLIGHT }} AND invisible_until <= v_now;
                 SET v_rows = ROW_COUNT();
                 SET v_cap = v_cap - v_rows;
                 SET v_delivered = v_delivered + v_rows;
@@ -200,13 +209,13 @@ BEGIN
                 -- each redelivered row as a one-offset entry, with its attempt number
                 SELECT
                     JSON_ARRAYAGG(
-                        JSON_ARRAY(v_pid, s.msg_offset, s.msg_offset, v_token, s.attempts, 1)
+                        JSON_ARRAY(v_pid, s.msg_offset, s.msg_offset, v_token, s.attempts, {{ m.FETCH_KIND_ROW }})
                     )
                 INTO v_redelivered
                 FROM queue_delivery_state AS s
                 WHERE
                     s.group_name = v_group AND s.partition_id = v_pid
-                    AND s.token = v_token AND s.state = 1;
+                    AND s.token = v_token AND s.state = {{ m.STATE_IN_FLIGHT }};
                 SET v_out = JSON_MERGE_PRESERVE(v_out, COALESCE(v_redelivered, '[]'));
             END IF;
         END IF;
@@ -227,14 +236,14 @@ BEGIN
                     COUNT(*),
                     JSON_ARRAYAGG(JSON_ARRAY(
                         msg.msg_offset,
-                        IF(msg.target_group IS NOT NULL AND msg.target_group <> v_group, 2, 0),
+                        IF({{ for_another_group() }}, {{ m.STATE_ACKED }}, {{ m.STATE_WAITING }}),
                         msg.deliver_at
                     ))
                 INTO v_rows, v_waiting
                 FROM queue_messages AS msg
                 WHERE
                     msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
-                    AND (msg.deliver_at > v_now OR (msg.target_group IS NOT NULL AND msg.target_group <> v_group));
+                    AND (msg.deliver_at > v_now OR ({{ for_another_group() }}));
                 IF v_rows > 0 THEN
                     INSERT INTO queue_delivery_state (
                         group_name, partition_id, msg_offset, state, invisible_until, attempts, token,
@@ -267,7 +276,7 @@ BEGIN
                 IF v_cpending > 0 THEN
                     SET v_delivered = v_delivered + v_cpending;
                     SET v_span = GREATEST(v_span, v_hi - v_lo + 1);
-                    SET v_out = JSON_ARRAY_APPEND(v_out, '$', JSON_ARRAY(v_pid, v_lo, v_hi, v_token, 1, 0));
+                    SET v_out = JSON_ARRAY_APPEND(v_out, '$', {{ cursor_entry('v_hi', 1) }});
                 END IF;
             END IF;
         END IF;
@@ -286,9 +295,9 @@ BEGIN
     COMMIT;
 
     -- one read of everything delivered, by primary key: cursor ranges expanded offset by offset
-    -- (kind 0: messages without a delivery-state row) and redelivered rows (kind 1). The join
-    -- order is forced: left to the optimizer, it read the log by partition alone (every message
-    -- of the partition) before matching the offsets
+    -- (FETCH_KIND_CURSOR: messages without a delivery-state row) and redelivered rows
+    -- (FETCH_KIND_ROW). The join order is forced: left to the optimizer, it read the log by
+    -- partition alone (every message of the partition) before matching the offsets
     SELECT STRAIGHT_JOIN
         msg.partition_id,
         msg.msg_offset AS `offset`,
@@ -326,7 +335,7 @@ BEGIN
     LEFT JOIN queue_delivery_state AS s
         ON s.group_name = v_group AND msg.partition_id = s.partition_id AND msg.msg_offset = s.msg_offset
     WHERE
-        (d.d_kind = 0 AND s.msg_offset IS NULL)
-        OR (d.d_kind = 1 AND s.token = d.d_token AND s.state = 1)
+        (d.d_kind = {{ m.FETCH_KIND_CURSOR }} AND s.msg_offset IS NULL)
+        OR (d.d_kind = {{ m.FETCH_KIND_ROW }} AND s.token = d.d_token AND s.state = {{ m.STATE_IN_FLIGHT }})
     ORDER BY msg.partition_id, msg.msg_offset;
 END

@@ -20,7 +20,7 @@ BEGIN
     DECLARE v_done INT DEFAULT 0;
     DECLARE c_partitions CURSOR FOR
         SELECT p.partition_id FROM queue_partitions AS p
-        WHERE p.topic = v_topic AND (v_key IS NULL OR (p.partition_key = v_key AND p.slot = -1))
+        WHERE p.topic = v_topic AND (v_key IS NULL OR (p.partition_key = v_key AND p.slot = {{ m.SLOT_KEYED }}))
         ORDER BY p.partition_id;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
     {{ m.own_transaction_handler() }};
@@ -78,7 +78,7 @@ BEGIN
         SET
             offset_acked = v_target, cursor_pos = v_target, cursor_start = v_target + 1,
             cursor_pending = 0, cursor_until = 0, cursor_attempt = 0,
-            delivery_seq = delivery_seq + 1, cursor_token = -1, updated_at = v_now
+            delivery_seq = delivery_seq + 1, cursor_token = {{ m.CURSOR_TOKEN_NONE }}, updated_at = v_now
         WHERE group_name = v_group AND partition_id = v_pid;
     END LOOP;
     CLOSE c_partitions;
@@ -94,6 +94,6 @@ BEGIN
     INNER JOIN queue_partitions AS p ON o.partition_id = p.partition_id
     WHERE
         o.group_name = v_group AND p.topic = v_topic
-        AND (v_key IS NULL OR (p.partition_key = v_key AND p.slot = -1))
+        AND (v_key IS NULL OR (p.partition_key = v_key AND p.slot = {{ m.SLOT_KEYED }}))
     ORDER BY o.partition_id;
 END

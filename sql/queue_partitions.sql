@@ -3,7 +3,8 @@
 CREATE TABLE IF NOT EXISTS queue_partitions (
     partition_id BIGINT NOT NULL AUTO_INCREMENT,
     topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-    -- -1 for a keyed partition; 0..partitions-1 for the hashed slots of unkeyed messages
+    -- -1 for a keyed partition (SLOT_KEYED in procedures/_macros.sql); 0..partitions-1 for the
+    -- hashed slots of unkeyed messages
     slot INT NOT NULL,
     -- the user's key; '' for an unkeyed slot
     partition_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
