@@ -1,10 +1,15 @@
 """The message format, one owner for the client, the CLI and Spark: payloads as bytes, metadata
 as JSON text, delays in milliseconds, and the elements of ``queue_publish_batch``'s JSON.
+
+Also the messages as JSON objects, the format of ``mysqlq publish``'s stdin lines
+(``{payload | payload_b64, key, id, metadata, delay}``) and of what ``mysqlq consume`` and
+``mysqlq dlq show`` print.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import math
 import uuid
@@ -15,11 +20,20 @@ from mysqlq.errors import InvalidArgument
 
 __all__ = [
     "BATCH_FIELDS",
+    "MESSAGE_FIELDS",
     "batch_element",
     "batch_elements",
     "delay_ms",
+    "dlq_entry_json",
+    "json_line_message",
+    "message_json",
     "metadata_json",
+    "metadata_value",
+    "new_message",
+    "parse_metadata",
     "payload_bytes",
+    "payload_fields",
+    "publish_result_json",
 ]
 
 
@@ -107,3 +121,149 @@ def batch_elements(messages: Any, chunk_size: Any) -> list[dict[str, Any]]:
     # one uuid per call: ids the driver makes for messages without one (a retry is recognised)
     prefix = uuid.uuid4().hex
     return [batch_element(m, f"{prefix}-{i}") for i, m in enumerate(messages)]
+
+
+# --------------------------------------------------------------------------- messages as JSON
+
+# fields of a message given as a JSON object (publish's stdin, and the library's publish_batch)
+MESSAGE_FIELDS = ("payload", "payload_b64", "key", "id", "metadata", "delay")
+
+
+def new_message(
+    payload: bytes | str,
+    *,
+    key: str | None = None,
+    message_id: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    delay: float | None = None,
+) -> dict[str, Any]:
+    """A message as ``publish`` and ``publish_batch`` take it, with an id made here when none is
+    given, so that the caller knows (and can print) every message's id."""
+    return {
+        "payload": payload,
+        "key": key,
+        "id": message_id if message_id is not None else uuid.uuid4().hex,
+        "metadata": metadata,
+        "delay": delay,
+    }
+
+
+def parse_metadata(text: str | None, where: str) -> dict[str, Any] | None:
+    """Metadata given as JSON text: an object, or null. ``where`` names it in errors."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InvalidArgument(f"{where} is not JSON: {exc}") from None
+    if value is not None and not isinstance(value, dict):
+        raise InvalidArgument(f"{where} must be a JSON object")
+    return value
+
+
+def json_line_message(line: str, where: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """One JSON line (an object, or a bare JSON string: the payload) as a :func:`new_message`.
+
+    ``defaults`` holds the ``key``, ``metadata`` and ``delay`` of a line that leaves them out;
+    ``where`` names the line in errors.
+    """
+    try:
+        value = json.loads(line)
+    except ValueError as exc:
+        raise InvalidArgument(f"{where} is not JSON: {exc}") from None
+    if isinstance(value, str):
+        value = {"payload": value}
+    if not isinstance(value, dict):
+        raise InvalidArgument(
+            f"{where} must be a JSON object {{payload, key, id, metadata, delay}} or a JSON string"
+        )
+    unknown = sorted(set(value) - set(MESSAGE_FIELDS))
+    if unknown:
+        raise InvalidArgument(f"{where}: unknown field(s) {', '.join(unknown)}")
+    if ("payload" in value) == ("payload_b64" in value):
+        raise InvalidArgument(f"{where} needs exactly one of payload and payload_b64")
+    if "payload_b64" in value:
+        try:
+            payload: bytes | str = base64.b64decode(value["payload_b64"], validate=True)
+        except (TypeError, ValueError):
+            raise InvalidArgument(f"{where}: payload_b64 is not valid base64") from None
+    elif isinstance(value["payload"], str):
+        payload = value["payload"]
+    else:  # any other JSON value is published as its JSON text
+        payload = json.dumps(value["payload"], ensure_ascii=False, separators=(",", ":"))
+    key = value.get("key", defaults["key"])
+    message_id = value.get("id")
+    metadata = value.get("metadata", defaults["metadata"])
+    delay = value.get("delay", defaults["delay"])
+    for name, item, kinds in (
+        ("key", key, (str,)),
+        ("id", message_id, (str,)),
+        ("metadata", metadata, (dict,)),
+    ):
+        if item is not None and not isinstance(item, kinds):
+            raise InvalidArgument(f"{where}: {name} must be a JSON {kinds[0].__name__} or null")
+    if delay is not None and (isinstance(delay, bool) or not isinstance(delay, (int, float))):
+        raise InvalidArgument(f"{where}: delay must be a number of seconds or null")
+    return new_message(payload, key=key, message_id=message_id, metadata=metadata, delay=delay)
+
+
+def publish_result_json(topic: str, message: Mapping[str, Any], result: Any) -> dict[str, Any]:
+    """What ``mysqlq publish`` prints for a published message (``result``: a PublishResult)."""
+    return {
+        "topic": topic,
+        "key": message["key"],
+        "id": message["id"],
+        "offset": result.offset,
+        "duplicate": result.duplicate,
+    }
+
+
+def payload_fields(payload: bytes) -> dict[str, str]:
+    """``{"payload": text}`` when the payload is UTF-8, else ``{"payload_b64": base64}``."""
+    try:
+        return {"payload": payload.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"payload_b64": base64.b64encode(payload).decode("ascii")}
+
+
+def metadata_value(metadata: Any) -> Any:
+    """Metadata as read from a row (JSON text, maybe as bytes) as its JSON value; text that is
+    not JSON, and anything else, as it is."""
+    if isinstance(metadata, (bytes, bytearray)):
+        metadata = metadata.decode("utf-8")
+    if isinstance(metadata, str):
+        with contextlib.suppress(ValueError):
+            return json.loads(metadata)
+    return metadata
+
+
+def message_json(msg: Any) -> dict[str, Any]:
+    """A delivered message (a :class:`mysqlq.Message`) as the JSON object ``mysqlq consume``
+    prints."""
+    out: dict[str, Any] = {
+        "topic": msg.topic,
+        "key": msg.key,
+        "offset": msg.offset,
+        "id": msg.id,
+        "attempt": msg.attempt,
+        **payload_fields(msg.payload),
+        "metadata": msg.metadata,
+    }
+    if msg.origin_topic is not None:  # a DLQ entry
+        out.update(
+            origin_topic=msg.origin_topic,
+            origin_group=msg.origin_group,
+            origin_offset=msg.origin_offset,
+            failures=msg.failures,
+            last_error=msg.last_error,
+        )
+    return out
+
+
+def dlq_entry_json(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row of ``client.dlq_show`` as the JSON object ``mysqlq dlq show`` prints: its columns,
+    the metadata as JSON, the payload as text or base64 (last)."""
+    entry = {k: v for k, v in row.items() if k != "payload"}
+    entry["metadata"] = metadata_value(entry.get("metadata"))
+    entry.update(payload_fields(bytes(row["payload"])))
+    return entry

@@ -1,10 +1,14 @@
 """Spark pipelines over the mysqlq log: the Parquet archive and the DLQ report.
 
 Run them with the command line (``mysqlq spark archive …``, ``mysqlq spark dlq-report …``, local
-mode by default) or with spark-submit, giving this file as the application::
+mode by default) or with spark-submit, giving it the command line's file for that
+(:mod:`mysqlq.cli.spark_submit`) as the application::
 
-    spark-submit --master yarn "$(python -c 'import mysqlq.spark.jobs as j; print(j.__file__)')" \\
+    spark-submit --master yarn \\
+        "$(python -c 'import mysqlq.cli.spark_submit as s; print(s.__file__)')" \\
         archive --dsn mysql://… --path s3a://bucket/mysqlq-archive
+
+This module does not import the command line.
 """
 
 from __future__ import annotations
@@ -231,12 +235,9 @@ def dlq_report(
     return report
 
 
-def main(argv: list[str] | None = None) -> Any:
-    """spark-submit entry point: the arguments of ``mysqlq spark …``."""
-    from mysqlq.cli import main as cli
-
-    return cli(["spark", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # the spark-submit application is another file now: say which
+    sys.exit(
+        "mysqlq.spark.jobs is a library: give spark-submit the file of mysqlq.cli.spark_submit "
+        "(python -c 'import mysqlq.cli.spark_submit as s; print(s.__file__)'), "
+        "or run mysqlq spark"
+    )

@@ -641,13 +641,17 @@ def print_report(report: dict[str, Any], console: Console) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m mysqlq.tools.demo worker …``, the demo's subscriber processes. The demo itself
+    is ``mysqlq demo`` (or :func:`run`): this module does not import the command line."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["worker"]:
         return worker_main(argv[1:])
-    from mysqlq.cli import main as cli_main
-
-    cli_main(["demo", *argv])
-    return 0
+    print(
+        "usage: python -m mysqlq.tools.demo worker --topic TOPIC --name NAME --out FILE [...]\n"
+        "(the subscriber processes of the demo; run the demo itself with: mysqlq demo)",
+        file=sys.stderr,
+    )
+    return 2
 
 
 if __name__ == "__main__":

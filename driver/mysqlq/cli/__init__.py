@@ -1,0 +1,45 @@
+"""The ``mysqlq`` command line: the group, and one module per command that parses its arguments
+and prints its results (the work is the core's, or the tooling's).
+
+Every command takes ``--dsn`` (default: env ``MYSQLQ_DSN``). Errors raised by mysqlq print one
+red line on stderr and exit with status 1.
+
+    mysqlq migrate [--sql]                     install or upgrade the schema
+    mysqlq publish TOPIC [PAYLOAD]...          publish arguments, or JSON lines from stdin
+    mysqlq consume TOPIC --group G             run a subscriber (prints messages as JSON lines)
+    mysqlq stats [--json]                      lag, in flight, DLQ depth per topic and group
+    mysqlq dlq list|show|redrive DLQ_TOPIC     inspect and redrive dead letters
+    mysqlq gc [--limit N]                      delete what every group has passed
+    mysqlq grants                              GRANT statements for the three account kinds
+    mysqlq demo                                publish and consume a few thousand messages
+    mysqlq bench                               mysqlq beside other queues on one server
+    mysqlq spark archive|dlq-report            Spark pipelines (needs mysqlq[spark])
+"""
+
+from __future__ import annotations
+
+import click
+
+from mysqlq import __version__
+from mysqlq.cli.bench import bench
+from mysqlq.cli.consume import consume
+from mysqlq.cli.demo import demo
+from mysqlq.cli.dlq import dlq
+from mysqlq.cli.gc import gc
+from mysqlq.cli.grants import grants
+from mysqlq.cli.migrate import migrate
+from mysqlq.cli.publish import publish
+from mysqlq.cli.spark import spark_group
+from mysqlq.cli.stats import stats
+
+__all__ = ["main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="mysqlq")
+def main() -> None:
+    """mysqlq: a message queue in MySQL/MariaDB stored procedures."""
+
+
+for _command in (migrate, publish, consume, stats, dlq, gc, grants, demo, bench, spark_group):
+    main.add_command(_command)

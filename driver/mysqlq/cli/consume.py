@@ -1,0 +1,167 @@
+"""``mysqlq consume``: run a subscriber with a handler given as MODULE:FUNCTION, or one that
+prints each message as a JSON line (the format is codec's)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from mysqlq import codec
+from mysqlq.cli._common import DSN_OPTION, err_console, errors
+
+
+def _printing_handler() -> Callable[[Any], None]:
+    lock = threading.Lock()
+
+    def handle(msg: Any) -> None:
+        line = json.dumps(codec.message_json(msg), ensure_ascii=False, default=str)
+        with lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    return handle
+
+
+def load_handler(spec: str) -> Callable[[Any], Any]:
+    """``package.module:function`` (the current directory is importable)."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise click.BadParameter(
+            "use MODULE:FUNCTION, e.g. myapp.handlers:handle", param_hint="--handler"
+        )
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise click.BadParameter(
+            f"cannot import {module_name}: {exc}", param_hint="--handler"
+        ) from None
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise click.BadParameter(
+                f"{module_name} has no {attr}", param_hint="--handler"
+            ) from None
+    if not callable(target):
+        raise click.BadParameter(f"{spec} is not callable", param_hint="--handler")
+    return target
+
+
+@click.command()
+@DSN_OPTION
+@click.argument("topic")
+@click.option("--group", "-g", required=True, help="Consumer group.")
+@click.option(
+    "--handler",
+    "handler_spec",
+    metavar="MODULE:FUNCTION",
+    help="Handler called with each mysqlq.Message (default: print it as a JSON line).",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 10_000),
+    default=10,
+    show_default=True,
+    help="In-flight messages per partition (1: strict order).",
+)
+@click.option(
+    "--concurrency", type=click.IntRange(1), default=4, show_default=True, help="Handler threads."
+)
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(1, 1000),
+    default=3,
+    show_default=True,
+    help="Deliveries before a message goes to the DLQ.",
+)
+@click.option(
+    "--visibility-timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds a delivered message stays invisible to others.",
+)
+@click.option(
+    "--lease-duration",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds a partition lease lasts without renewal.",
+)
+@click.option(
+    "--poll-interval",
+    type=float,
+    default=0.1,
+    show_default=True,
+    help="Seconds between fetches when idle.",
+)
+@click.option("--dlq-topic", help="The group's DLQ topic (default: TOPIC_dlq).")
+@click.option("--name", help="Subscriber name (default: host:pid:random).")
+@click.option("-v", "--verbose", count=True, help="Log more (-v info, -vv debug).")
+def consume(
+    dsn: str | None,
+    topic: str,
+    group: str,
+    handler_spec: str | None,
+    batch_size: int,
+    concurrency: int,
+    max_attempts: int,
+    visibility_timeout: float,
+    lease_duration: float,
+    poll_interval: float,
+    dlq_topic: str | None,
+    name: str | None,
+    verbose: int,
+) -> None:
+    """Consume TOPIC as a member of consumer group --group until SIGTERM or Ctrl-C.
+
+    A handler that returns acks its message; one that raises nacks it (retried with backoff,
+    then dead-lettered after --max-attempts deliveries). The default handler prints each message
+    as a JSON line: topic, key, offset, id, attempt, payload (text, or payload_b64 when the
+    payload is not UTF-8) and metadata.
+    """
+    from mysqlq.subscriber import Subscriber
+
+    level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    handler = load_handler(handler_spec) if handler_spec else _printing_handler()
+    with errors():
+        sub = Subscriber(
+            dsn,
+            topic=topic,
+            group=group,
+            handler=handler,
+            name=name,
+            batch_size=batch_size,
+            concurrency=concurrency,
+            max_attempts=max_attempts,
+            visibility_timeout=visibility_timeout,
+            lease_duration=lease_duration,
+            poll_interval=poll_interval,
+            dlq_topic=dlq_topic,
+        )
+        err_console.print(
+            f"consuming {escape(topic)} as group {escape(group)}, subscriber {escape(sub.name)}"
+            " (Ctrl-C or SIGTERM stops)",
+            soft_wrap=True,
+        )
+        sub.run()
+        counts = sub.stats()
+        err_console.print(
+            f"stopped: {counts.get('acked', 0)} acked, {counts.get('nacked', 0)} nacked, "
+            f"{counts.get('dead_lettered', 0)} dead-lettered by the handler",
+            soft_wrap=True,
+        )

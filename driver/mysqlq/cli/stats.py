@@ -1,0 +1,44 @@
+"""``mysqlq stats``: lag, in flight, DLQ depth and live subscribers per topic and group."""
+
+from __future__ import annotations
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from mysqlq.cli._common import DSN_OPTION, console, echo_json, err_console, errors, open_client
+
+
+@click.command()
+@DSN_OPTION
+@click.option("--topic", help="Only this topic.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def stats(dsn: str | None, topic: str | None, as_json: bool) -> None:
+    """Per topic and consumer group: partitions, lag, in flight, DLQ depth, live subscribers.
+
+    Lag counts the messages published and not yet acked (or dead-lettered) by the group.
+    """
+    with errors(), open_client(dsn) as client:
+        rows = [r for r in client.stats() if topic is None or r["topic"] == topic]
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        err_console.print("no subscriptions" + (f" on {escape(topic)}" if topic else ""))
+        return
+    table = Table(title="mysqlq")
+    table.add_column("topic", overflow="fold")
+    table.add_column("group", overflow="fold")
+    for col in ("partitions", "lag", "in flight", "DLQ", "subscribers"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(
+            escape(str(r["topic"])),
+            escape(str(r["group_name"])),
+            f"{r['partitions']:,}",
+            f"{r['lag']:,}",
+            f"{r['in_flight']:,}",
+            f"{r['dlq_depth']:,}",
+            f"{r['live_subscribers']:,}",
+        )
+    console.print(table)
