@@ -18,6 +18,8 @@ import uuid
 import pytest
 from support import rows, scalar, wait_until
 
+from mysqlq.spark.link import Link
+
 ROWS = 300
 POISON = 150  # the row whose first insert waits, and whose connection is killed
 WRITE_TIMEOUT_S = 240
@@ -127,3 +129,16 @@ def test_a_write_survives_a_killed_connection(spark, dsn, conn, with_ids):
         "JOIN queue_messages m ON m.partition_id = p.partition_id GROUP BY p.partition_id",
     )
     assert all(r["last_offset"] == r["n"] for r in per_partition)
+
+
+def test_the_stream_readers_link_reconnects_after_a_killed_connection(dsn, conn):
+    """The streaming reader's statements (offsets, commits) go through the same link: a
+    connection killed between two of them is replaced on the next one."""
+    link = Link(dsn)
+    try:
+        (first,) = link.rows("SELECT CONNECTION_ID() AS id", ())
+        _kill(conn, first["id"])
+        (second,) = link.rows("SELECT CONNECTION_ID() AS id", ())
+        assert second["id"] != first["id"]
+    finally:
+        link.close()
