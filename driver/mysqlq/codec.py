@@ -22,6 +22,7 @@ __all__ = [
     "BATCH_FIELDS",
     "MESSAGE_FIELDS",
     "batch_element",
+    "batch_element_text",
     "batch_elements",
     "delay_ms",
     "dlq_entry_json",
@@ -103,6 +104,40 @@ def batch_element(message: Any, default_id: str) -> dict[str, Any]:
     if message.get("delay"):
         element["delay_ms"] = delay_ms(message["delay"])
     return element
+
+
+def batch_element_text(
+    payload: bytes | str,
+    message_id: str,
+    *,
+    key: str | None = None,
+    metadata: str | None = None,
+    delay_millis: int | None = None,
+) -> str:
+    """One element of queue_publish_batch's JSON, as text, from values already in the log's
+    format (as a Spark row holds them): the payload as bytes (sent as base64) or str (sent as a
+    JSON string), metadata as the text of a JSON object (checked, then sent as written: the log
+    stores it as written), the delay in milliseconds (0 or None: none).
+    """
+    if isinstance(payload, str):
+        parts = ['{"payload":', json.dumps(payload, ensure_ascii=False)]
+    else:
+        parts = ['{"payload_b64":"', base64.b64encode(payload).decode("ascii"), '"']
+    parts += [',"id":', json.dumps(message_id)]
+    if key is not None:
+        parts += [',"key":', json.dumps(key, ensure_ascii=False)]
+    if metadata is not None:
+        try:
+            parsed = json.loads(metadata)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise InvalidArgument("metadata must be a JSON object")
+        parts += [',"metadata":', metadata]
+    if delay_millis:
+        parts += [',"delay_ms":', str(int(delay_millis))]
+    parts.append("}")
+    return "".join(parts)
 
 
 def batch_elements(messages: Any, chunk_size: Any) -> list[dict[str, Any]]:

@@ -1,0 +1,196 @@
+"""Batch and streaming write: ``df.write.format("mysqlq")`` and ``df.writeStream.format("mysqlq")``
+publish a DataFrame's rows through ``queue_publish_batch``, in chunks, each task on its own
+connection.
+
+Every row is published with an id: its ``id`` column, or ``<write id>:<spark partition>:<row>``
+(``<query>:<batch>:<spark partition>:<row>`` in a streaming write), the same on every attempt. So
+a chunk sent again, after a lost connection or by a retried task, stores nothing twice (G1).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import BinaryType, StringType, StructType
+
+from mysqlq import _sql, codec
+from mysqlq.connection import resolve_dsn
+from mysqlq.errors import InvalidArgument
+from mysqlq.spark.link import Link
+from mysqlq.spark.options import DEFAULT_CHUNK_SIZE, int_option
+
+try:  # Spark >= 4.0 has the Arrow batch writer; the streaming one came in 4.1
+    from pyspark.sql.datasource import DataSourceArrowWriter
+except ImportError:  # pragma: no cover
+    DataSourceArrowWriter = None  # type: ignore
+try:
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter
+except ImportError:  # pragma: no cover
+    DataSourceStreamArrowWriter = None  # type: ignore
+
+__all__ = ["BatchWriter", "PublishCommit", "StreamWriter"]
+
+_WRITE_COLUMNS = {"payload", "key", "id", "metadata", "delay_ms", "topic"}
+
+
+class PublishCommit(WriterCommitMessage):
+    def __init__(self, published: int, duplicates: int) -> None:
+        self.published = published
+        self.duplicates = duplicates
+
+
+def _check_write_schema(schema: StructType, topic: str | None) -> None:
+    names = {f.name: f.dataType for f in schema.fields}
+    if "payload" not in names:
+        raise InvalidArgument("a DataFrame written to mysqlq needs a payload column")
+    if not isinstance(names["payload"], (BinaryType, StringType)):
+        raise InvalidArgument("the payload column must be binary or string")
+    for name in ("key", "id", "metadata", "topic"):
+        if name in names and not isinstance(names[name], StringType):
+            raise InvalidArgument(f"the {name} column must be a string")
+    if "delay_ms" in names and names["delay_ms"].typeName() not in {"integer", "long", "short"}:
+        raise InvalidArgument("the delay_ms column must be an integer")
+    if topic is None and "topic" not in names:
+        raise InvalidArgument("option topic is required (or a topic column)")
+
+
+class _Publisher:
+    """Publishes rows in chunks with queue_publish_batch (runs on executors)."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self.dsn = resolve_dsn(options.get("dsn"))
+        self.topic = options.get("topic") or None
+        self.chunk_size = int_option(options, "chunkSize", DEFAULT_CHUNK_SIZE, low=1)
+        if self.chunk_size > 100_000:
+            raise InvalidArgument("option chunkSize must be at most 100000")
+        _check_write_schema(schema, self.topic)
+        # rows without an id get "<write id>:<spark partition>:<row>", the same on a task retry
+        self.write_id = uuid.uuid4().hex
+
+    def _id_prefix(self) -> str:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx is None:
+            return f"{self.write_id}:0:"
+        query = ctx.getLocalProperty("sql.streaming.queryId")
+        batch = ctx.getLocalProperty("streaming.sql.batchId")
+        if query and batch is not None:
+            # a micro-batch replayed after a restart republishes the same ids
+            return f"{query}:{batch}:{ctx.partitionId()}:"
+        return f"{self.write_id}:{ctx.partitionId()}:"
+
+    def publish(self, batches: Iterator[dict[str, list[Any]]]) -> PublishCommit:
+        prefix = self._id_prefix()
+        link = Link(self.dsn)
+        link.open()
+        published = duplicates = index = 0
+        chunks: dict[str, list[str]] = {}
+        try:
+            for columns in batches:
+                payloads = columns["payload"]
+                n = len(payloads)
+                keys = columns.get("key") or [None] * n
+                ids = columns.get("id") or [None] * n
+                metas = columns.get("metadata") or [None] * n
+                delays = columns.get("delay_ms") or [None] * n
+                topics = columns.get("topic") if self.topic is None else None
+                for i in range(n):
+                    index += 1
+                    element = _element(
+                        payloads[i], keys[i], ids[i], metas[i], delays[i], prefix, index
+                    )
+                    topic = self.topic if topics is None else topics[i]
+                    if not topic:
+                        raise InvalidArgument(f"row {index} of the partition has no topic")
+                    chunk = chunks.setdefault(topic, [])
+                    chunk.append(element)
+                    if len(chunk) >= self.chunk_size:
+                        p, d = self._send(link, topic, chunk)
+                        published, duplicates = published + p, duplicates + d
+                        chunk.clear()
+            for topic, chunk in chunks.items():
+                if chunk:
+                    p, d = self._send(link, topic, chunk)
+                    published, duplicates = published + p, duplicates + d
+        finally:
+            link.close()
+        return PublishCommit(published, duplicates)
+
+    def _send(self, link: Link, topic: str, chunk: list[str]) -> tuple[int, int]:
+        # every element has an id: a chunk sent again after a lost connection, a deadlock or a
+        # lock wait timeout stores nothing twice (G1)
+        rows = link.rows(_sql.PUBLISH_BATCH, (topic, "[" + ",".join(chunk) + "]"))
+        dup = sum(1 for r in rows if r["duplicate"])
+        return len(rows) - dup, dup
+
+
+def _element(payload, key, msg_id, metadata, delay, prefix: str, index: int) -> str:
+    """One element of queue_publish_batch's JSON, as text (see mysqlq.codec)."""
+    if payload is None:
+        raise InvalidArgument(f"row {index} of the partition has a NULL payload")
+    try:
+        return codec.batch_element_text(
+            payload,
+            msg_id if msg_id is not None else f"{prefix}{index}",
+            key=key,
+            metadata=metadata,
+            delay_millis=delay,
+        )
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"row {index} of the partition: {exc.message}") from None
+
+
+def _arrow_columns(batches: Iterator[Any]) -> Iterator[dict[str, list[Any]]]:
+    for batch in batches:
+        yield {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
+
+
+def _row_columns(rows: Iterator[Any], size: int = 1000) -> Iterator[dict[str, list[Any]]]:
+    buffer: list[Any] = []
+    for row in rows:
+        buffer.append(row.asDict())
+        if len(buffer) >= size:
+            yield {k: [r[k] for r in buffer] for k in buffer[0]}
+            buffer = []
+    if buffer:
+        yield {k: [r[k] for r in buffer] for k in buffer[0]}
+
+
+_BatchWriterBase = DataSourceArrowWriter or DataSourceWriter
+_StreamWriterBase = DataSourceStreamArrowWriter or DataSourceStreamWriter
+
+
+class BatchWriter(_BatchWriterBase):  # type: ignore[misc, valid-type]
+    """``df.write.format("mysqlq")``: each task publishes its rows in chunks."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self.publisher = _Publisher(options, schema)
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        arrow = DataSourceArrowWriter is not None
+        columns = _arrow_columns(iterator) if arrow else _row_columns(iterator)
+        return self.publisher.publish(columns)
+
+
+class StreamWriter(_StreamWriterBase):  # type: ignore[misc, valid-type]
+    """``df.writeStream.format("mysqlq")``: each micro-batch is published like a batch write;
+    rows without an id get ids derived from the query, batch and row, so a replayed
+    micro-batch stores nothing twice."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self.publisher = _Publisher(options, schema)
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        arrow = DataSourceStreamArrowWriter is not None
+        columns = _arrow_columns(iterator) if arrow else _row_columns(iterator)
+        return self.publisher.publish(columns)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass
