@@ -21,8 +21,8 @@ from typing import Any
 
 import MySQLdb
 import pytest
-from schema_inspect import mysql_client, object_names, run_script
-from support import call, rows, scalar, server_now, wait_until
+from helpers.schema_inspect import mysql_client, object_names, run_script
+from helpers.support import call, rows, scalar, server_now, wait_until
 
 import mysqlq
 from mysqlq import _sql, schema

@@ -27,7 +27,7 @@ from typing import Any
 
 import MySQLdb
 import pytest
-from support import rows, scalar
+from helpers.support import rows, scalar
 
 import mysqlq
 
