@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 
-from support import call, rows, scalar
+from helpers.support import call, rows, scalar
 
 import mysqlq
 

@@ -6,7 +6,7 @@ import datetime
 import json
 
 from click.testing import CliRunner
-from support import call
+from helpers.support import call
 
 import mysqlq
 from mysqlq.cli import main as cli

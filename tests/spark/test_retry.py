@@ -9,7 +9,7 @@ after earlier chunks of the same task have committed."""
 from __future__ import annotations
 
 import pytest
-from support import rows, scalar
+from helpers.support import rows, scalar
 
 ROWS = 300
 POISON = 150  # the row whose first publish fails

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import call, rows
+from helpers.support import call, rows
 
 import mysqlq
 

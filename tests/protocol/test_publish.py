@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 
-from support import Consumer, call, publish, rows, scalar, wait_until
+from helpers.support import Consumer, call, publish, rows, scalar, wait_until
 
 
 def test_republish_returns_first_offset_even_after_consumption(conn):

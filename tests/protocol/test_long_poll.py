@@ -6,7 +6,7 @@ import json
 import threading
 import time
 
-from support import call
+from helpers.support import call
 
 GROUP, TOPIC, SUB = "g", "t", "s1"
 HOUR_MS = 3_600_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from support import Consumer, call, publish, rows, server_now
+from helpers.support import Consumer, call, publish, rows, server_now
 
 
 def _partitions(conn, n, topic="orders"):

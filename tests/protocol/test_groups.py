@@ -3,7 +3,7 @@ seek and redrive stay within one group."""
 
 from __future__ import annotations
 
-from support import Consumer, call, publish, rows, scalar, server_now
+from helpers.support import Consumer, call, publish, rows, scalar, server_now
 
 
 def _publish(conn, n, key="k", topic="orders"):

@@ -9,7 +9,7 @@ row is now due at once (invisible_until = 0). Here the two clocks are injected.
 
 from __future__ import annotations
 
-from support import Consumer, publish, server_now
+from helpers.support import Consumer, publish, server_now
 
 
 def test_fetch_never_passes_a_message_released_after_its_clock(conn) -> None:

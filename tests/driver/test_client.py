@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from support import Consumer, rows, scalar, wait_until
+from helpers.support import Consumer, rows, scalar, wait_until
 
 import mysqlq
 from mysqlq.message import Message

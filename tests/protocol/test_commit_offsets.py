@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import Consumer, call, publish, rows, scalar
+from helpers.support import Consumer, call, publish, rows, scalar
 
 from mysqlq import errors
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT, TestDatabase, install_schema
-from sample_schema import copy_tree, write_sample_tree
-from schema_inspect import describe, mysql_client, object_names, routine_body, run_script
+from helpers.sample_schema import copy_tree, write_sample_tree
+from helpers.schema_inspect import describe, mysql_client, object_names, routine_body, run_script
+from helpers.testdb import ROOT
 
 import mysqlq
 from mysqlq import schema, version
@@ -26,6 +26,7 @@ from mysqlq.connection import call, connect
 from mysqlq.schema import migrate
 from mysqlq.schema.freeze import check, freeze, list_revisions
 from mysqlq.schema.render import read_schema
+from mysqlq.tools.harness import ThrowawayDatabase, install_schema
 
 needs_client = pytest.mark.skipif(mysql_client() is None, reason="no mariadb/mysql client")
 
@@ -69,7 +70,7 @@ def _empty(conn, name: str) -> bool:
     return object_names(conn, name) == {"tables": [], "routines": [], "events": []}
 
 
-def test_stairway(tree: Path, empty_db: TestDatabase) -> None:
+def test_stairway(tree: Path, empty_db: ThrowawayDatabase) -> None:
     loc = _migrations(tree)
     revisions = [r.revision for r in list_revisions(tree)]
     conn = empty_db.connect()
@@ -93,7 +94,7 @@ def test_stairway(tree: Path, empty_db: TestDatabase) -> None:
 
 @needs_client
 def test_offline_script_matches_online(
-    tree: Path, empty_db: TestDatabase, server, tmp_path: Path, admin
+    tree: Path, empty_db: ThrowawayDatabase, server, tmp_path: Path, admin
 ) -> None:
     loc = _migrations(tree)
     script = tmp_path / "upgrade.sql"
@@ -103,7 +104,7 @@ def test_offline_script_matches_online(
     assert text.index(schema.SET_SQL_MODE) < text.index("DELIMITER $$")
     assert "queue_schema_version" in text
 
-    offline = TestDatabase(server.dsn, empty_db.name + "_off")
+    offline = ThrowawayDatabase(server.dsn, empty_db.name + "_off")
     admin.conn.cursor().execute(f"CREATE DATABASE `{offline.name}` CHARACTER SET utf8mb4")
     try:
         result = run_script(server.dsn, offline.name, script, server=server)
@@ -125,7 +126,7 @@ def test_offline_script_matches_online(
         admin.conn.cursor().execute(f"DROP DATABASE IF EXISTS `{offline.name}`")
 
 
-def test_fast_install_matches_migrations(tree: Path, empty_db: TestDatabase, admin) -> None:
+def test_fast_install_matches_migrations(tree: Path, empty_db: ThrowawayDatabase, admin) -> None:
     """The harness's direct install (sources -> raw cursor) equals the Alembic upgrade."""
     head = list_revisions(tree)[-1].revision
     migrate.upgrade(empty_db.dsn, "head", script_location=_migrations(tree))
@@ -139,7 +140,9 @@ def test_fast_install_matches_migrations(tree: Path, empty_db: TestDatabase, adm
         admin.conn.cursor().execute(f"DROP DATABASE IF EXISTS `{fast}`")
 
 
-def test_sample_routines_work_after_migration(sample_tree: Path, empty_db: TestDatabase) -> None:
+def test_sample_routines_work_after_migration(
+    sample_tree: Path, empty_db: ThrowawayDatabase
+) -> None:
     migrate.upgrade(empty_db.dsn, script_location=_migrations(sample_tree))
     conn = empty_db.connect()
     assert version.check_version(conn, "sample-1") == "sample-1"
@@ -157,7 +160,7 @@ def test_sample_routines_work_after_migration(sample_tree: Path, empty_db: TestD
 
 
 def test_upgrade_and_downgrade_between_revisions(
-    sample_tree: Path, empty_db: TestDatabase, tmp_path: Path, server, admin
+    sample_tree: Path, empty_db: ThrowawayDatabase, tmp_path: Path, server, admin
 ) -> None:
     root = copy_tree(sample_tree, tmp_path / "tree")
     gc = root / "procedures" / "queue_sample_gc.sql"
@@ -280,7 +283,7 @@ def test_check_fails_when_sources_have_no_revision(tmp_path: Path) -> None:
     assert not ok and "no migration revision" in report
 
 
-def test_never_migrated_database_raises_not_migrated(empty_db: TestDatabase) -> None:
+def test_never_migrated_database_raises_not_migrated(empty_db: ThrowawayDatabase) -> None:
     conn = empty_db.connect()
     with pytest.raises(mysqlq.NotMigrated, match="mysqlq migrate"):
         version.check_version(conn, "1")
@@ -288,7 +291,7 @@ def test_never_migrated_database_raises_not_migrated(empty_db: TestDatabase) -> 
         call(conn, "queue_publish", "t", None, None, b"x", None, 0)
 
 
-def test_version_mismatch(sample_tree: Path, empty_db: TestDatabase) -> None:
+def test_version_mismatch(sample_tree: Path, empty_db: ThrowawayDatabase) -> None:
     migrate.upgrade(empty_db.dsn, script_location=_migrations(sample_tree))
     conn = connect(empty_db.dsn)
     try:
@@ -300,7 +303,7 @@ def test_version_mismatch(sample_tree: Path, empty_db: TestDatabase) -> None:
         conn.close()
 
 
-def test_cli_migrate(sample_tree: Path, empty_db: TestDatabase, monkeypatch) -> None:
+def test_cli_migrate(sample_tree: Path, empty_db: ThrowawayDatabase, monkeypatch) -> None:
     monkeypatch.setenv("MYSQLQ_MIGRATIONS_DIR", str(_migrations(sample_tree)))
     runner = CliRunner()
     result = runner.invoke(cli_main, ["migrate", "--sql"])

@@ -9,7 +9,7 @@ import threading
 import time
 from collections import defaultdict
 
-from support import Consumer, call, publish, scalar, wait_until
+from helpers.support import Consumer, call, publish, scalar, wait_until
 
 from mysqlq import errors
 

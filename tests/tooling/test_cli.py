@@ -15,7 +15,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from support import Consumer, rows, scalar, wait_until
+from helpers.support import Consumer, rows, scalar, wait_until
 
 import mysqlq
 from mysqlq.cli import main

@@ -16,144 +16,31 @@ database of its own.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import MySQLdb
 import pytest
+from helpers.seeded import (
+    GROUP,
+    SIGNATURES,
+    SUBSCRIBER,
+    TOPIC,
+    queue_tables,
+    scalar_rows,
+    seeded_database,
+    state,
+)
 
 from mysqlq import connection as mq_connection
-from mysqlq import errors, schema
+from mysqlq import errors
 
 call = mq_connection.call
 
-GROUP, TOPIC, SUBSCRIBER = "billing", "orders", "s1"
-HOUR_MS = 3_600_000
 YEAR_MS = 31_536_000_000
 MAX_NOW = 253_402_300_799_999
-DELIVERIES = "[[1, 1, 1]]"
-
-# --------------------------------------------------------------------------- the procedures
-
-# Public procedures, their parameters in order, and valid values for each. A case replaces one.
-SIGNATURES: dict[str, dict[str, Any]] = {
-    "queue_publish": {
-        "p_topic": TOPIC,
-        "p_partition_key": "k1",
-        "p_id": "m-new",
-        "p_payload": b"x",
-        "p_metadata": '{"a": 1}',
-        "p_delay_ms": 0,
-    },
-    "queue_publish_batch": {"p_topic": TOPIC, "p_messages": '[{"payload": "x"}]'},
-    "queue_topic_configure": {
-        "p_topic": TOPIC,
-        "p_partitions": 4,
-        "p_max_attempts": 3,
-        "p_dlq_suffix": "_dlq",
-        "p_retention_ms": 300_000,
-    },
-    "queue_subscribe": {
-        "p_group": GROUP,
-        "p_topic": TOPIC,
-        "p_subscriber": SUBSCRIBER,
-        "p_max_attempts": 3,
-        "p_dlq_topic": "orders_dlq",
-        "p_lease_ms": HOUR_MS,
-        "p_now": None,
-    },
-    "queue_unsubscribe": {"p_group": GROUP, "p_topic": TOPIC},
-    "queue_heartbeat": {
-        "p_group": GROUP,
-        "p_topic": TOPIC,
-        "p_subscriber": SUBSCRIBER,
-        "p_lease_ms": HOUR_MS,
-        "p_now": None,
-    },
-    "queue_acquire_leases": {
-        "p_group": GROUP,
-        "p_topic": TOPIC,
-        "p_subscriber": SUBSCRIBER,
-        "p_lease_ms": HOUR_MS,
-        "p_now": None,
-    },
-    "queue_release_leases": {
-        "p_group": GROUP,
-        "p_topic": TOPIC,
-        "p_subscriber": SUBSCRIBER,
-        "p_now": None,
-    },
-    "queue_deregister": {
-        "p_group": GROUP,
-        "p_topic": TOPIC,
-        "p_subscriber": SUBSCRIBER,
-        "p_now": None,
-    },
-    "queue_fetch": {
-        "p_group": GROUP,
-        "p_topic": TOPIC,
-        "p_subscriber": SUBSCRIBER,
-        "p_batch_size": 10,
-        "p_visibility_ms": HOUR_MS,
-        "p_max_messages": 100,
-        "p_now": None,
-    },
-    "queue_fetch_wait": {
-        "p_group": GROUP,
-        "p_topic": TOPIC,
-        "p_subscriber": SUBSCRIBER,
-        "p_batch_size": 10,
-        "p_visibility_ms": HOUR_MS,
-        "p_max_messages": 100,
-        "p_wait_ms": 0,
-        "p_now": None,
-    },
-    "queue_ack": {"p_group": GROUP, "p_deliveries": DELIVERIES, "p_now": None},
-    "queue_nack": {
-        "p_group": GROUP,
-        "p_deliveries": DELIVERIES,
-        "p_delay_ms": 0,
-        "p_error": "boom",
-        "p_now": None,
-    },
-    "queue_extend": {
-        "p_group": GROUP,
-        "p_deliveries": DELIVERIES,
-        "p_visibility_ms": HOUR_MS,
-        "p_now": None,
-    },
-    "queue_dead_letter": {
-        "p_group": GROUP,
-        "p_deliveries": DELIVERIES,
-        "p_error": "boom",
-        "p_now": None,
-    },
-    "queue_release_messages": {"p_group": GROUP, "p_deliveries": DELIVERIES, "p_now": None},
-    "queue_seek": {
-        "p_group": GROUP,
-        "p_topic": TOPIC,
-        "p_partition_key": "k1",
-        "p_offset": 0,
-        "p_now": None,
-    },
-    "queue_redrive": {"p_dlq_topic": "orders_dlq", "p_limit": 10, "p_now": None},
-    # "audit" is subscribed without subscribers; partition 1 is k1 (3 messages)
-    "queue_commit_offsets": {
-        "p_group": "audit",
-        "p_topic": TOPIC,
-        "p_offsets": "[[1, 1]]",
-        "p_now": None,
-    },
-    "queue_gc": {"p_limit": 1000, "p_now": None},
-    "queue_maintenance": {"p_now": None},
-    "queue_version": {},  # no parameter: nothing to get wrong
-}
-
 
 # --------------------------------------------------------------------------- bad values by kind
 
@@ -502,39 +389,6 @@ def _element_cases() -> list:
 # --------------------------------------------------------------------------- fixtures
 
 
-@contextlib.contextmanager
-def seeded_database(
-    server: Any, admin: Any, schema_objects: list, head_revision: str | None
-) -> Iterator[str]:
-    """A new database with the schema and rows in every queue_* table; yields its DSN."""
-    name = f"mysqlq_t_{secrets.token_hex(6)}"
-    cur = admin.conn.cursor()
-    cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-    try:
-        cur.execute(f"USE `{name}`")
-        schema.install(schema.CursorExecutor(cur), schema_objects)
-        schema.stamp(cur, head_revision)
-        dsn = mq_connection.with_database(server.dsn, name)
-        conn = mq_connection.connect(dsn)
-        try:
-            _seed(conn)
-            empty = [t for t, (rows, _) in state(conn).items() if rows == 0]
-            assert not empty, f"seeding left tables empty: {empty}"
-        finally:
-            conn.close()
-        yield dsn
-    finally:
-        cur.execute(
-            "SELECT id FROM information_schema.PROCESSLIST WHERE db = %s AND id <> CONNECTION_ID()",
-            (name,),
-        )
-        for (pid,) in cur.fetchall():
-            with contextlib.suppress(MySQLdb.Error):
-                cur.execute(f"KILL {int(pid)}")
-        cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-        cur.close()
-
-
 @pytest.fixture(scope="module")
 def seeded(
     server: Any, admin: Any, schema_objects: list, head_revision: str | None
@@ -555,25 +409,6 @@ def scratch(
             yield conn
         finally:
             conn.close()
-
-
-def _seed(conn: Any) -> None:
-    """Rows in every table, with the server clock and hour-long leases (maintenance-proof)."""
-    call(conn, "queue_topic_configure", TOPIC, 4, 3, None, None)
-    for i in range(3):
-        call(conn, "queue_publish", TOPIC, "k1", f"m-{i}", b"keyed", '{"n": 1}', 0)
-        call(conn, "queue_publish", TOPIC, None, f"u-{i}", b"unkeyed", None, 0)
-    call(conn, "queue_publish", TOPIC, "k2", "later", b"delayed", None, HOUR_MS)
-    call(conn, "queue_subscribe", GROUP, TOPIC, SUBSCRIBER, 3, None, HOUR_MS, None)
-    call(conn, "queue_subscribe", "audit", TOPIC, None, None, None, None, None)
-    call(conn, "queue_acquire_leases", GROUP, TOPIC, SUBSCRIBER, HOUR_MS, None)
-    got = call(conn, "queue_fetch", GROUP, TOPIC, SUBSCRIBER, 10, HOUR_MS, 100, None)
-    assert len(got) == 6, got
-    by_key = [m for m in got if m["partition_key"] == "k1"]
-    triples = [[m["partition_id"], m["offset"], m["token"]] for m in by_key]
-    call(conn, "queue_ack", GROUP, json.dumps(triples[:1]), None)
-    call(conn, "queue_nack", GROUP, json.dumps(triples[1:2]), HOUR_MS, "retry later", None)
-    call(conn, "queue_dead_letter", GROUP, json.dumps(triples[2:]), "poison", None)
 
 
 @dataclass
@@ -599,38 +434,6 @@ def probe(seeded: str) -> Iterator[Probe]:
 # --------------------------------------------------------------------------- helpers
 
 
-def _scalar_rows(conn: Any, sql: str) -> list[tuple]:
-    cur = conn.cursor()
-    try:
-        cur.execute(sql)
-        return list(cur.fetchall())
-    finally:
-        cur.close()
-
-
-def queue_tables(conn: Any) -> list[str]:
-    tables = [
-        r[0]
-        for r in _scalar_rows(
-            conn,
-            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
-            "AND TABLE_NAME LIKE 'queue\\_%' ORDER BY TABLE_NAME",
-        )
-    ]
-    assert len(tables) >= 8, tables
-    return tables
-
-
-def state(conn: Any, tables: list[str] | None = None) -> dict[str, tuple[int, int]]:
-    """(row count, checksum) of every queue_* table, as this connection sees them."""
-    tables = tables or queue_tables(conn)
-    counts = _scalar_rows(
-        conn, "SELECT " + ", ".join(f"(SELECT COUNT(*) FROM `{t}`)" for t in tables)
-    )[0]
-    checksums = _scalar_rows(conn, "CHECKSUM TABLE " + ", ".join(f"`{t}`" for t in tables))
-    return {t: (int(n), int(s)) for t, n, (_, s) in zip(tables, counts, checksums, strict=True)}
-
-
 def names(param: str, message: str) -> bool:
     """Whether message names param as a word (p_topic is not named by p_dlq_topic)."""
     return re.search(rf"(?<![\w]){re.escape(param)}(?![\w])", message) is not None
@@ -642,12 +445,12 @@ def assert_rejected(probe: Probe, proc: str, args: list[Any]) -> str:
     before = state(probe.observer, probe.tables)
     with pytest.raises(errors.InvalidArgument) as info:
         call(caller, proc, *args)
-    diagnostics = _scalar_rows(
+    diagnostics = scalar_rows(
         caller,
         "GET DIAGNOSTICS CONDITION 1 @mq_sqlstate = RETURNED_SQLSTATE, @mq_errno = MYSQL_ERRNO",
     )
     assert diagnostics == []
-    sqlstate, errno, open_transactions = _scalar_rows(
+    sqlstate, errno, open_transactions = scalar_rows(
         caller,
         "SELECT @mq_sqlstate, @mq_errno, (SELECT COUNT(*) FROM information_schema.INNODB_TRX "
         "WHERE trx_mysql_thread_id = CONNECTION_ID())",
@@ -665,7 +468,7 @@ def assert_rejected(probe: Probe, proc: str, args: list[Any]) -> str:
 
 def test_every_public_procedure_is_covered(probe: Probe) -> None:
     """The signatures above are the installed ones: a new public procedure needs cases here."""
-    rows = _scalar_rows(
+    rows = scalar_rows(
         probe.observer,
         "SELECT r.ROUTINE_NAME, p.PARAMETER_NAME FROM information_schema.ROUTINES AS r "
         "LEFT JOIN information_schema.PARAMETERS AS p ON p.SPECIFIC_SCHEMA = r.ROUTINE_SCHEMA "
@@ -755,10 +558,10 @@ def test_rejected_publish_keeps_the_callers_transaction(
     with pytest.raises(errors.InvalidArgument):
         call(conn, proc, *args)
     other = connect()
-    assert _scalar_rows(other, "SELECT COUNT(*) FROM queue_messages") == [(0,)]
-    assert _scalar_rows(conn, "SELECT message_id FROM queue_messages") == [("before",)]
+    assert scalar_rows(other, "SELECT COUNT(*) FROM queue_messages") == [(0,)]
+    assert scalar_rows(conn, "SELECT message_id FROM queue_messages") == [("before",)]
     conn.rollback()
-    assert _scalar_rows(conn, "SELECT COUNT(*) FROM queue_messages") == [(0,)]
+    assert scalar_rows(conn, "SELECT COUNT(*) FROM queue_messages") == [(0,)]
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # tests/helpers/ -> the checkout
 
 TABLES = {
     "queue_alpha": """-- sample table referencing a table that sorts after it

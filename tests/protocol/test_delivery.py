@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from support import Consumer, call, publish, rows, scalar, server_now
+from helpers.support import Consumer, call, publish, rows, scalar, server_now
 
 
 def _setup(conn, n=3, key="k", **kw):

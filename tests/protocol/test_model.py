@@ -44,6 +44,7 @@ import zlib
 from dataclasses import dataclass, field
 
 import pytest
+from helpers.support import call, rows, scalar, server_now
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -54,7 +55,6 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from support import call, rows, scalar, server_now
 
 from mysqlq import errors
 

@@ -15,10 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.testdb import ROOT
 
 from mysqlq.tools import localserver
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.chaos

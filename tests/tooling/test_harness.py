@@ -6,15 +6,10 @@ import statistics
 import time
 
 import pytest
-from conftest import (
-    DB_PREFIX,
-    EVENTS_OFF,
-    create_database,
-    drop_database,
-    install_schema,
-)
+from helpers.testdb import DB_PREFIX, EVENTS_OFF
 
 from mysqlq.connection import call_all, parse_dsn
+from mysqlq.tools.harness import create_database, drop_database, install_schema
 
 _seen: list[str] = []
 

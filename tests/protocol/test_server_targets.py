@@ -16,13 +16,13 @@ import sys
 import threading
 import urllib.parse
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import MySQLdb
 import pytest
-from schema_inspect import mysql_client, object_names, run_script
-from support import call, rows, scalar, server_now, wait_until
+from helpers.schema_inspect import mysql_client, object_names, run_script
+from helpers.support import call, rows, scalar, server_now, wait_until
+from helpers.testdb import ROOT
 
 import mysqlq
 from mysqlq import _sql, schema
@@ -30,7 +30,6 @@ from mysqlq import connection as mq_connection
 from mysqlq.schema import grants, migrate
 from mysqlq.tools import localserver
 
-ROOT = Path(__file__).resolve().parents[1]
 # MySQL 8.0+'s default sql_mode
 MYSQL_DEFAULT_SQL_MODE = (
     "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"

@@ -1,8 +1,8 @@
-"""A subscriber process for tests/test_subscriber_procs.py.
+"""A subscriber process for tests/driver/test_subscriber_procs.py.
 
 Run with the venv's python::
 
-    python tests/workers/subscriber_proc.py --dsn DSN --topic T --group G --name N [options]
+    python tests/driver/workers/subscriber_proc.py --dsn DSN --topic T --group G --name N [options]
 
 It runs ``mysqlq.Subscriber(...).run()`` (SIGTERM/SIGINT stop it gracefully) with a handler whose
 behaviour the options choose, and records every handler START and END in the table ``test_log``
@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "driver"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "driver"))
 
 import MySQLdb
 

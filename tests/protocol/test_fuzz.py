@@ -31,9 +31,9 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from helpers.seeded import SIGNATURES, queue_tables, seeded_database, state
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_bad_input import SIGNATURES, queue_tables, seeded_database, state
 
 import mysqlq
 from mysqlq import connection as mq_connection

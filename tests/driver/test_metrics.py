@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from support import wait_until
+from helpers.support import wait_until
 
 import mysqlq
 

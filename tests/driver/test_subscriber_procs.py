@@ -1,6 +1,6 @@
 """The Python subscriber in real processes: crashes, signals, killed connections (G4-G7, G9-G12).
 
-Every worker is ``tests/workers/subscriber_proc.py`` run with this interpreter. It runs
+Every worker is ``tests/driver/workers/subscriber_proc.py`` run with this interpreter. It runs
 ``mysqlq.Subscriber(...).run()`` and records each handler START and END in ``test_log`` (same
 database, its own connection), so a test reads what happened from the database: in which order
 (``test_log.id``: a START or END is inserted, autocommitted, inside the handler, so an event that
@@ -27,7 +27,7 @@ from typing import Any
 
 import MySQLdb
 import pytest
-from support import rows, scalar
+from helpers.support import rows, scalar
 
 import mysqlq
 

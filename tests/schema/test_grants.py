@@ -21,13 +21,13 @@ from typing import Any
 import MySQLdb
 import pytest
 from click.testing import CliRunner
-from conftest import create_database, drop_database, install_schema
 
 import mysqlq
 from mysqlq import connection as mq_connection
 from mysqlq import errors
 from mysqlq.cli import main as cli_main
 from mysqlq.schema import grants
+from mysqlq.tools.harness import create_database, drop_database, install_schema
 
 call = mq_connection.call
 DENIED = (1142, 1143, 1044, 1370, 1227)  # table, column, database, routine, privilege

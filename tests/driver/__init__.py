@@ -1,0 +1,1 @@
+"""Driver tests: the Python client, subscriber, connections, errors and metrics (mysqlq core)."""

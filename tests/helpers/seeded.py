@@ -1,0 +1,223 @@
+"""The public procedures with valid arguments, and a database with rows in every queue table.
+
+Shared by the hand-written bad-input matrix (protocol/test_bad_input.py) and the fuzzer
+(protocol/test_fuzz.py): both call each procedure with one argument spoiled, on a seeded database,
+and compare every ``queue_*`` table (``state``) before and after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import MySQLdb
+
+from mysqlq import connection as mq_connection
+from mysqlq import schema
+
+call = mq_connection.call
+
+GROUP, TOPIC, SUBSCRIBER = "billing", "orders", "s1"
+HOUR_MS = 3_600_000
+DELIVERIES = "[[1, 1, 1]]"
+
+# Public procedures, their parameters in order, and valid values for each. A case replaces one.
+SIGNATURES: dict[str, dict[str, Any]] = {
+    "queue_publish": {
+        "p_topic": TOPIC,
+        "p_partition_key": "k1",
+        "p_id": "m-new",
+        "p_payload": b"x",
+        "p_metadata": '{"a": 1}',
+        "p_delay_ms": 0,
+    },
+    "queue_publish_batch": {"p_topic": TOPIC, "p_messages": '[{"payload": "x"}]'},
+    "queue_topic_configure": {
+        "p_topic": TOPIC,
+        "p_partitions": 4,
+        "p_max_attempts": 3,
+        "p_dlq_suffix": "_dlq",
+        "p_retention_ms": 300_000,
+    },
+    "queue_subscribe": {
+        "p_group": GROUP,
+        "p_topic": TOPIC,
+        "p_subscriber": SUBSCRIBER,
+        "p_max_attempts": 3,
+        "p_dlq_topic": "orders_dlq",
+        "p_lease_ms": HOUR_MS,
+        "p_now": None,
+    },
+    "queue_unsubscribe": {"p_group": GROUP, "p_topic": TOPIC},
+    "queue_heartbeat": {
+        "p_group": GROUP,
+        "p_topic": TOPIC,
+        "p_subscriber": SUBSCRIBER,
+        "p_lease_ms": HOUR_MS,
+        "p_now": None,
+    },
+    "queue_acquire_leases": {
+        "p_group": GROUP,
+        "p_topic": TOPIC,
+        "p_subscriber": SUBSCRIBER,
+        "p_lease_ms": HOUR_MS,
+        "p_now": None,
+    },
+    "queue_release_leases": {
+        "p_group": GROUP,
+        "p_topic": TOPIC,
+        "p_subscriber": SUBSCRIBER,
+        "p_now": None,
+    },
+    "queue_deregister": {
+        "p_group": GROUP,
+        "p_topic": TOPIC,
+        "p_subscriber": SUBSCRIBER,
+        "p_now": None,
+    },
+    "queue_fetch": {
+        "p_group": GROUP,
+        "p_topic": TOPIC,
+        "p_subscriber": SUBSCRIBER,
+        "p_batch_size": 10,
+        "p_visibility_ms": HOUR_MS,
+        "p_max_messages": 100,
+        "p_now": None,
+    },
+    "queue_fetch_wait": {
+        "p_group": GROUP,
+        "p_topic": TOPIC,
+        "p_subscriber": SUBSCRIBER,
+        "p_batch_size": 10,
+        "p_visibility_ms": HOUR_MS,
+        "p_max_messages": 100,
+        "p_wait_ms": 0,
+        "p_now": None,
+    },
+    "queue_ack": {"p_group": GROUP, "p_deliveries": DELIVERIES, "p_now": None},
+    "queue_nack": {
+        "p_group": GROUP,
+        "p_deliveries": DELIVERIES,
+        "p_delay_ms": 0,
+        "p_error": "boom",
+        "p_now": None,
+    },
+    "queue_extend": {
+        "p_group": GROUP,
+        "p_deliveries": DELIVERIES,
+        "p_visibility_ms": HOUR_MS,
+        "p_now": None,
+    },
+    "queue_dead_letter": {
+        "p_group": GROUP,
+        "p_deliveries": DELIVERIES,
+        "p_error": "boom",
+        "p_now": None,
+    },
+    "queue_release_messages": {"p_group": GROUP, "p_deliveries": DELIVERIES, "p_now": None},
+    "queue_seek": {
+        "p_group": GROUP,
+        "p_topic": TOPIC,
+        "p_partition_key": "k1",
+        "p_offset": 0,
+        "p_now": None,
+    },
+    "queue_redrive": {"p_dlq_topic": "orders_dlq", "p_limit": 10, "p_now": None},
+    # "audit" is subscribed without subscribers; partition 1 is k1 (3 messages)
+    "queue_commit_offsets": {
+        "p_group": "audit",
+        "p_topic": TOPIC,
+        "p_offsets": "[[1, 1]]",
+        "p_now": None,
+    },
+    "queue_gc": {"p_limit": 1000, "p_now": None},
+    "queue_maintenance": {"p_now": None},
+    "queue_version": {},  # no parameter: nothing to get wrong
+}
+
+
+@contextlib.contextmanager
+def seeded_database(
+    server: Any, admin: Any, schema_objects: list, head_revision: str | None
+) -> Iterator[str]:
+    """A new database with the schema and rows in every queue_* table; yields its DSN."""
+    name = f"mysqlq_t_{secrets.token_hex(6)}"
+    cur = admin.conn.cursor()
+    cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    try:
+        cur.execute(f"USE `{name}`")
+        schema.install(schema.CursorExecutor(cur), schema_objects)
+        schema.stamp(cur, head_revision)
+        dsn = mq_connection.with_database(server.dsn, name)
+        conn = mq_connection.connect(dsn)
+        try:
+            seed(conn)
+            empty = [t for t, (rows, _) in state(conn).items() if rows == 0]
+            assert not empty, f"seeding left tables empty: {empty}"
+        finally:
+            conn.close()
+        yield dsn
+    finally:
+        cur.execute(
+            "SELECT id FROM information_schema.PROCESSLIST WHERE db = %s AND id <> CONNECTION_ID()",
+            (name,),
+        )
+        for (pid,) in cur.fetchall():
+            with contextlib.suppress(MySQLdb.Error):
+                cur.execute(f"KILL {int(pid)}")
+        cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        cur.close()
+
+
+def seed(conn: Any) -> None:
+    """Rows in every table, with the server clock and hour-long leases (maintenance-proof)."""
+    call(conn, "queue_topic_configure", TOPIC, 4, 3, None, None)
+    for i in range(3):
+        call(conn, "queue_publish", TOPIC, "k1", f"m-{i}", b"keyed", '{"n": 1}', 0)
+        call(conn, "queue_publish", TOPIC, None, f"u-{i}", b"unkeyed", None, 0)
+    call(conn, "queue_publish", TOPIC, "k2", "later", b"delayed", None, HOUR_MS)
+    call(conn, "queue_subscribe", GROUP, TOPIC, SUBSCRIBER, 3, None, HOUR_MS, None)
+    call(conn, "queue_subscribe", "audit", TOPIC, None, None, None, None, None)
+    call(conn, "queue_acquire_leases", GROUP, TOPIC, SUBSCRIBER, HOUR_MS, None)
+    got = call(conn, "queue_fetch", GROUP, TOPIC, SUBSCRIBER, 10, HOUR_MS, 100, None)
+    assert len(got) == 6, got
+    by_key = [m for m in got if m["partition_key"] == "k1"]
+    triples = [[m["partition_id"], m["offset"], m["token"]] for m in by_key]
+    call(conn, "queue_ack", GROUP, json.dumps(triples[:1]), None)
+    call(conn, "queue_nack", GROUP, json.dumps(triples[1:2]), HOUR_MS, "retry later", None)
+    call(conn, "queue_dead_letter", GROUP, json.dumps(triples[2:]), "poison", None)
+
+
+def scalar_rows(conn: Any, sql: str) -> list[tuple]:
+    cur = conn.cursor()
+    try:
+        cur.execute(sql)
+        return list(cur.fetchall())
+    finally:
+        cur.close()
+
+
+def queue_tables(conn: Any) -> list[str]:
+    tables = [
+        r[0]
+        for r in scalar_rows(
+            conn,
+            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
+            "AND TABLE_NAME LIKE 'queue\\_%' ORDER BY TABLE_NAME",
+        )
+    ]
+    assert len(tables) >= 8, tables
+    return tables
+
+
+def state(conn: Any, tables: list[str] | None = None) -> dict[str, tuple[int, int]]:
+    """(row count, checksum) of every queue_* table, as this connection sees them."""
+    tables = tables or queue_tables(conn)
+    counts = scalar_rows(
+        conn, "SELECT " + ", ".join(f"(SELECT COUNT(*) FROM `{t}`)" for t in tables)
+    )[0]
+    checksums = scalar_rows(conn, "CHECKSUM TABLE " + ", ".join(f"`{t}`" for t in tables))
+    return {t: (int(n), int(s)) for t, n, (_, s) in zip(tables, counts, checksums, strict=True)}

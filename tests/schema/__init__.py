@@ -1,0 +1,1 @@
+"""Schema tests: installing and migrating the schema (mysqlq.schema), and the grants it gives."""

@@ -1,0 +1,1 @@
+"""Tooling tests: the command line, the test harness, local servers, chaos, the code layout."""
