@@ -47,6 +47,7 @@ from mysqlq.connection import connect as open_connection
 from mysqlq.connection import execute_rows, resolve_dsn
 from mysqlq.errors import ConnectionLost, Error, InvalidArgument
 from mysqlq.message import Message
+from mysqlq.metrics import SubscriberMetrics
 from mysqlq.transient import retrying
 
 __all__ = ["Subscriber"]
@@ -195,7 +196,7 @@ class Subscriber:
         self.retry_backoff = retry_backoff
         self.max_backoff = max_backoff
         self.dlq_topic = dlq_topic
-        self._metrics = _Metrics(metrics, topic, group) if metrics else None
+        self._metrics = SubscriberMetrics(metrics, topic, group) if metrics else None
 
         self._stopping = threading.Event()
         self._stopped = threading.Event()
@@ -566,51 +567,3 @@ _COUNTED = {
     "extend": "extended",
     "release": "released",
 }
-
-
-class _Metrics:
-    """Prometheus metrics (``pip install mysqlq[metrics]``); pass a CollectorRegistry, or True
-    for the default registry."""
-
-    def __init__(self, registry: Any, topic: str, group: str) -> None:
-        try:
-            import prometheus_client as prom
-        except ImportError:  # pragma: no cover
-            raise Error(
-                "metrics need the prometheus-client package: pip install mysqlq[metrics]"
-            ) from None
-        if registry is True:
-            registry = prom.REGISTRY
-        kw = {"registry": registry, "labelnames": ["topic", "group"]}
-        self._labels = {"topic": topic, "group": group}
-        self.delivered_c = prom.Counter("mysqlq_delivered", "Messages delivered", **kw)
-        self.acked = prom.Counter("mysqlq_acked", "Messages acked", **kw)
-        self.nacked = prom.Counter("mysqlq_nacked", "Messages nacked", **kw)
-        self.dead = prom.Counter("mysqlq_dead_lettered", "Messages dead-lettered", **kw)
-        self.handler_h = prom.Histogram("mysqlq_handler_seconds", "Handler time", **kw)
-        self.lag_g = prom.Gauge(
-            "mysqlq_partition_lag",
-            "Messages not yet acked in a held partition",
-            registry=registry,
-            labelnames=["topic", "group", "partition_id"],
-        )
-
-    @property
-    def delivered(self) -> Any:
-        return self.delivered_c.labels(**self._labels)
-
-    @property
-    def handler_seconds(self) -> Any:
-        return self.handler_h.labels(**self._labels)
-
-    def outcome(self, outcome: str, n: int) -> None:
-        counter = {"ack": self.acked, "nack": self.nacked, "dead_letter": self.dead}.get(outcome)
-        if counter is not None:
-            counter.labels(**self._labels).inc(n)
-
-    def lag(self, link: _Link, held: dict[int, int]) -> None:
-        if not held:
-            return
-        rows = link.call(_sql.LAG, (self._labels["group"], json.dumps(sorted(held))))
-        for r in rows:
-            self.lag_g.labels(partition_id=str(r["partition_id"]), **self._labels).set(r["unacked"])

@@ -16,7 +16,7 @@ import threading
 import uuid
 
 import pytest
-from support import rows, scalar, wait_until
+from helpers.support import rows, scalar, wait_until
 
 from mysqlq.spark.link import Link
 

@@ -3,9 +3,6 @@ importable, no module too long.
 
 These read the source under ``driver/mysqlq`` of this checkout (and import it in fresh
 interpreters); no database server is needed.
-
-The allow-lists below name what other branches are fixing now. They are temporary: a test fails
-as soon as an entry no longer applies, so whoever merges the fixes must empty them.
 """
 
 from __future__ import annotations
@@ -25,30 +22,7 @@ PACKAGE = "mysqlq"
 SOURCE = ROOT / "driver"
 PACKAGE_DIR = SOURCE / PACKAGE
 
-# Import cycles being broken on other branches (cli split into a package; message no longer
-# naming Subscriber: its import is under TYPE_CHECKING, which counts, a type being a dependency
-# too). Each starts at its alphabetically first module, as ``simple_cycles`` yields it.
-# TEMPORARY: the merger empties this; nothing may be added to it.
-KNOWN_CYCLES_TO_REMOVE: frozenset[tuple[str, ...]] = frozenset(
-    {
-        ("mysqlq.cli", "mysqlq.spark.jobs"),
-        ("mysqlq.cli", "mysqlq.tools.demo"),
-        ("mysqlq.message", "mysqlq.subscriber"),
-    }
-)
-
 MAX_LINES = 600
-# Modules over MAX_LINES that other branches are splitting now (paths under driver/mysqlq).
-# TEMPORARY: the merger empties this; nothing may be added to it.
-OVERSIZED_TO_SPLIT: frozenset[str] = frozenset(
-    {
-        "cli.py",
-        "spark/source.py",
-        "tools/chaos.py",
-        "tools/localserver.py",
-        "tools/demo.py",
-    }
-)
 
 # What ``import mysqlq`` must not load: the tooling's and the optional extras' dependencies.
 HEAVY = (
@@ -191,14 +165,8 @@ def test_the_walk_resolves_imports_as_python_does(tmp_path: Path) -> None:
 
 
 def test_no_import_cycle() -> None:
-    cycles = set(simple_cycles(import_graph()))
-    new = sorted(cycles - KNOWN_CYCLES_TO_REMOVE)
-    gone = sorted(KNOWN_CYCLES_TO_REMOVE - cycles)
-    problems = [f"import cycle: {format_cycle(c)}" for c in new]
-    problems += [
-        f"no longer a cycle, remove it from KNOWN_CYCLES_TO_REMOVE: {format_cycle(c)}" for c in gone
-    ]
-    assert not problems, "\n".join(problems)
+    cycles = sorted(simple_cycles(import_graph()))
+    assert not cycles, "\n".join(f"import cycle: {format_cycle(c)}" for c in cycles)
 
 
 def run_fresh(code: str) -> subprocess.CompletedProcess[str]:
@@ -256,12 +224,6 @@ def test_no_module_over_600_lines() -> None:
     problems = [
         f"{rel}: {n} lines (at most {MAX_LINES})"
         for rel, n in sorted(sizes.items())
-        if n > MAX_LINES and rel not in OVERSIZED_TO_SPLIT
-    ]
-    problems += [
-        f"{rel}: {'gone' if rel not in sizes else f'{sizes[rel]} lines'}, "
-        "remove it from OVERSIZED_TO_SPLIT"
-        for rel in sorted(OVERSIZED_TO_SPLIT)
-        if sizes.get(rel, 0) <= MAX_LINES
+        if n > MAX_LINES
     ]
     assert not problems, "\n".join(problems)

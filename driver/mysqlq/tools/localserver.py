@@ -40,10 +40,14 @@ from typing import Any
 import MySQLdb
 
 from mysqlq.tools.mysqlchroot import (
+    LINKED_FROM,
+    STATE_FILE,
     ChrootUnavailable,
     cache_dir,
     may_install,
     mysql_chroot,
+    pid_alive,
+    sweep,
 )
 
 __all__ = [
@@ -63,7 +67,6 @@ TEST_DSN_ENV = "MYSQLQ_TEST_DSN"
 MODE_ENV = "MYSQLQ_TEST_SERVER"
 MODES = ("auto", "env", "system", "local", "mysql", "docker")
 SYSTEM_DSN = "mysql://root@127.0.0.1:3306"
-STATE_FILE = "server.json"
 
 _SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin", "/usr/local/mysql/bin", "/usr/libexec")
 
@@ -135,45 +138,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-LINKED_FROM = "linked-from"
-STALE_AFTER_S = 3600
-
-
-def _sweep(srv: Path) -> None:
-    """Remove the server directories of a chroot's ``srv/`` that nothing will use again: a kept
-    one whose link is gone (a test's temporary directory was removed), a temporary one left by a
-    killed run an hour ago; never one whose server runs."""
-    for d in srv.iterdir():
-        if not d.is_dir() or not d.name.startswith(("mysqlq-kept-", "mysqlq-server-")):
-            continue
-        try:
-            state = json.loads((d / STATE_FILE).read_text())
-        except (OSError, ValueError):
-            state = {}
-        if state.get("pid") and _pid_alive(int(state["pid"])):
-            continue
-        if d.name.startswith("mysqlq-kept-"):
-            try:
-                link = Path((d / LINKED_FROM).read_text().strip())
-            except OSError:
-                link = None
-            if link is not None and link.is_symlink() and link.resolve() == d.resolve():
-                continue
-        elif time.time() - d.stat().st_mtime < STALE_AFTER_S:
-            continue
-        shutil.rmtree(d, ignore_errors=True)
-
-
 class LocalServer(Server):
     """A throwaway mariadbd/mysqld in its own directory, bound to 127.0.0.1.
 
@@ -226,7 +190,7 @@ class LocalServer(Server):
             return Path(directory or tempfile.mkdtemp(prefix="mysqlq-server-")).resolve()
         srv = self.chroot / "srv"
         srv.mkdir(exist_ok=True)
-        _sweep(srv)
+        sweep(srv)
         if directory is None:
             return Path(tempfile.mkdtemp(prefix="mysqlq-server-", dir=srv))
         directory = Path(directory).absolute()
@@ -422,7 +386,7 @@ class LocalServer(Server):
             if self.process is not None:
                 if self.process.poll() is not None:
                     break
-            elif not _pid_alive(pid):
+            elif not pid_alive(pid):
                 break
             time.sleep(0.05)
         else:
@@ -473,7 +437,7 @@ class LocalServer(Server):
             state = json.loads((directory / STATE_FILE).read_text())
         except (OSError, ValueError):
             return None
-        if not state.get("pid") or not _pid_alive(int(state["pid"])):
+        if not state.get("pid") or not pid_alive(int(state["pid"])):
             return None
         if not answers(state["dsn"]):
             return None

@@ -8,10 +8,12 @@ real MySQL (9.7 today) from this root (``chroot <root> mysqld ...``). Building i
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 __all__ = [
@@ -35,6 +37,8 @@ CHROOT_READY = ".mysqlq-ready"
 # the project's own scripts (scripts/test, scripts/demo, CI) set it: only then do the tools install
 # OS packages (mariadb-server, debootstrap) with apt-get; the library never does by itself
 INSTALL_ENV = "MYSQLQ_INSTALL_PACKAGES"
+# what a server directory under the root's srv/ holds: its state, and the link that keeps it
+STATE_FILE = "server.json"
 
 
 class ChrootUnavailable(RuntimeError):
@@ -142,3 +146,45 @@ def _build_chroot(root: Path) -> None:
     (building / "srv").mkdir(exist_ok=True)
     (building / CHROOT_READY).write_text(f"{' '.join(CHROOT_PACKAGES)}\n")
     building.rename(root)
+
+
+# --------------------------------------------------------------------------- srv/
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+LINKED_FROM = "linked-from"
+STALE_AFTER_S = 3600
+
+
+def sweep(srv: Path) -> None:
+    """Remove the server directories of a chroot's ``srv/`` that nothing will use again: a kept
+    one whose link is gone (a test's temporary directory was removed), a temporary one left by a
+    killed run an hour ago; never one whose server runs."""
+    for d in srv.iterdir():
+        if not d.is_dir() or not d.name.startswith(("mysqlq-kept-", "mysqlq-server-")):
+            continue
+        try:
+            state = json.loads((d / STATE_FILE).read_text())
+        except (OSError, ValueError):
+            state = {}
+        if state.get("pid") and pid_alive(int(state["pid"])):
+            continue
+        if d.name.startswith("mysqlq-kept-"):
+            try:
+                link = Path((d / LINKED_FROM).read_text().strip())
+            except OSError:
+                link = None
+            if link is not None and link.is_symlink() and link.resolve() == d.resolve():
+                continue
+        elif time.time() - d.stat().st_mtime < STALE_AFTER_S:
+            continue
+        shutil.rmtree(d, ignore_errors=True)
