@@ -4,10 +4,9 @@ or stored twice. Every row has an id (given, or derived from the write, the task
 the row), so a chunk sent again is recognised by queue_publish_batch (G1).
 
 The server kills the connection while it runs a chunk: a trigger makes the insert of one row wait
-on a user lock the test holds (once: it remembers that in a non-transactional table, which the
-killed statement's rollback leaves alone). Before it waits it takes a second user lock, whose
-holder tells the test which connection to kill; the test kills it, then lets go of its lock.
-(The table cannot tell: the waiting statement keeps it locked.)
+on a user lock the test holds, the first time only (helpers.once). Before it waits it takes a
+second user lock, whose holder tells the test which connection to kill; the test kills it, then
+lets go of its lock.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ import threading
 import uuid
 
 import pytest
+from helpers import once
 from helpers.support import rows, scalar, wait_until
 
 from mysqlq.spark.link import Link
@@ -26,16 +26,14 @@ WRITE_TIMEOUT_S = 240
 
 
 def _gate(conn, lock: str, seen: str) -> None:
+    once.counter_table(conn, "test_gate")
+    then = f"SET @test_seen = GET_LOCK('{seen}', 0); SET @test_gate = GET_LOCK('{lock}', 120);"
     cur = conn.cursor()
-    cur.execute("CREATE TABLE test_gate (rows_before BIGINT NOT NULL) ENGINE = MEMORY")
     cur.execute(
         f"""
         CREATE TRIGGER test_gate_once BEFORE INSERT ON queue_messages FOR EACH ROW
         BEGIN
-            IF NEW.payload = '{POISON}' AND (SELECT COUNT(*) FROM test_gate) = 0 THEN
-                INSERT INTO test_gate SELECT COUNT(*) FROM queue_messages;
-                SET @test_seen = GET_LOCK('{seen}', 0);
-                SET @test_gate = GET_LOCK('{lock}', 120);
+            IF NEW.payload = '{POISON}' THEN {once.first_time("test_gate", then)}
             END IF;
         END
         """
@@ -117,8 +115,7 @@ def test_a_write_survives_a_killed_connection(spark, dsn, conn, with_ids):
     stage = spark.sparkContext.statusTracker().getStageInfo(killer.stages[0])
     assert (stage.numTasks, stage.numCompletedTasks, stage.numFailedTasks) == (1, 1, 0)
     # killed once, while it ran a chunk after earlier chunks of the same task had committed
-    (gate,) = rows(conn, "SELECT * FROM test_gate")
-    assert 0 < gate["rows_before"] < ROWS
+    assert 0 < once.rows_before(conn, "test_gate") < ROWS
     # everything published, nothing twice, no offset spent twice
     assert scalar(conn, "SELECT COUNT(*) FROM queue_messages") == ROWS
     assert scalar(conn, "SELECT COUNT(DISTINCT payload) FROM queue_messages") == ROWS

@@ -2,13 +2,13 @@
 duplicates: the rows' ids (given, or derived from the write, the task's partition and the row)
 are the same on every attempt, and queue_publish_batch skips ids the log already holds (G1).
 
-The failure is injected in the database: a trigger fails the first insert of one row, once (it
-remembers that in a non-transactional table, which the failed statement's rollback leaves alone),
-after earlier chunks of the same task have committed."""
+The failure is injected in the database: a trigger fails the first insert of one row, once
+(helpers.once), after earlier chunks of the same task have committed."""
 
 from __future__ import annotations
 
 import pytest
+from helpers import once
 from helpers.support import rows, scalar
 
 ROWS = 300
@@ -16,15 +16,14 @@ POISON = 150  # the row whose first publish fails
 
 
 def _fail_once(conn) -> None:
+    once.counter_table(conn, "test_attempts")
     cur = conn.cursor()
-    cur.execute("CREATE TABLE test_failures (failed_at_count BIGINT NOT NULL) ENGINE = MEMORY")
+    then = "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected failure';"
     cur.execute(
         f"""
         CREATE TRIGGER test_fail_once BEFORE INSERT ON queue_messages FOR EACH ROW
         BEGIN
-            IF NEW.payload = '{POISON}' AND (SELECT COUNT(*) FROM test_failures) = 0 THEN
-                INSERT INTO test_failures SELECT COUNT(*) FROM queue_messages;
-                SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected failure';
+            IF NEW.payload = '{POISON}' THEN {once.first_time("test_attempts", then)}
             END IF;
         END
         """
@@ -48,7 +47,7 @@ def test_a_retried_write_task_stores_no_duplicates(spark, dsn, conn, with_ids):
         .save()
     )
     # the first attempt failed once, after part of its rows were published
-    (failed_at,) = [r["failed_at_count"] for r in rows(conn, "SELECT * FROM test_failures")]
+    failed_at = once.rows_before(conn, "test_attempts")
     assert 0 < failed_at < ROWS
     # the retry published everything, nothing twice
     assert scalar(conn, "SELECT COUNT(*) FROM queue_messages") == ROWS
