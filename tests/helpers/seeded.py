@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import secrets
 from collections.abc import Iterator
 from typing import Any
 
-import MySQLdb
-
 from mysqlq import connection as mq_connection
-from mysqlq import schema
+from mysqlq.tools import harness
 
 call = mq_connection.call
 
@@ -144,32 +141,18 @@ def seeded_database(
     server: Any, admin: Any, schema_objects: list, head_revision: str | None
 ) -> Iterator[str]:
     """A new database with the schema and rows in every queue_* table; yields its DSN."""
-    name = f"mysqlq_t_{secrets.token_hex(6)}"
-    cur = admin.conn.cursor()
-    cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-    try:
-        cur.execute(f"USE `{name}`")
-        schema.install(schema.CursorExecutor(cur), schema_objects)
-        schema.stamp(cur, head_revision)
-        dsn = mq_connection.with_database(server.dsn, name)
-        conn = mq_connection.connect(dsn)
-        try:
-            seed(conn)
-            empty = [t for t, (rows, _) in state(conn).items() if rows == 0]
-            assert not empty, f"seeding left tables empty: {empty}"
-        finally:
-            conn.close()
-        yield dsn
-    finally:
-        cur.execute(
-            "SELECT id FROM information_schema.PROCESSLIST WHERE db = %s AND id <> CONNECTION_ID()",
-            (name,),
-        )
-        for (pid,) in cur.fetchall():
-            with contextlib.suppress(MySQLdb.Error):
-                cur.execute(f"KILL {int(pid)}")
-        cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-        cur.close()
+    with harness.throwaway_database(
+        server.dsn,
+        objects=schema_objects,
+        revision=head_revision,
+        admin=lambda: admin.conn,
+    ) as database:
+        conn = database.connect()
+        seed(conn)
+        empty = [t for t, (rows, _) in state(conn).items() if rows == 0]
+        assert not empty, f"seeding left tables empty: {empty}"
+        conn.close()
+        yield database.dsn
 
 
 def seed(conn: Any) -> None:
