@@ -51,6 +51,23 @@ def rows(conn, sql: str, *args) -> list[dict]:
         cur.close()
 
 
+def transaction_open(conn) -> bool:
+    """Whether the session has a transaction open. The server refuses to change the next
+    transaction's characteristics inside one (1568), on MySQL and MariaDB alike; unlike
+    information_schema.INNODB_TRX, a cache that other sessions' reads can keep up to 100 ms
+    stale, the answer is exact. (READ WRITE is the default: setting it changes nothing.)"""
+    cur = conn.cursor()
+    try:
+        cur.execute("SET TRANSACTION READ WRITE")
+    except MySQLdb.OperationalError as exc:
+        if exc.args[0] == 1568:
+            return True
+        raise
+    finally:
+        cur.close()
+    return False
+
+
 def server_now(conn) -> int:
     """The database clock in epoch milliseconds, as the procedures compute it."""
     return int(scalar(conn, "SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"))

@@ -33,6 +33,7 @@ from helpers.seeded import (
     seeded_database,
     state,
 )
+from helpers.support import transaction_open
 
 from mysqlq import connection as mq_connection
 from mysqlq import errors
@@ -450,15 +451,12 @@ def assert_rejected(probe: Probe, proc: str, args: list[Any]) -> str:
         "GET DIAGNOSTICS CONDITION 1 @mq_sqlstate = RETURNED_SQLSTATE, @mq_errno = MYSQL_ERRNO",
     )
     assert diagnostics == []
-    sqlstate, errno, open_transactions = scalar_rows(
-        caller,
-        "SELECT @mq_sqlstate, @mq_errno, (SELECT COUNT(*) FROM information_schema.INNODB_TRX "
-        "WHERE trx_mysql_thread_id = CONNECTION_ID())",
-    )[0]
+    sqlstate, errno = scalar_rows(caller, "SELECT @mq_sqlstate, @mq_errno")[0]
+    still_open = transaction_open(caller)
     message = str(info.value)
     assert (sqlstate, int(errno), info.value.errno) == ("45000", 1644, 1644), message
     # with no transaction open, the caller has no uncommitted changes: what others see is all
-    assert open_transactions == 0, f"{proc} left a transaction open"
+    assert not still_open, f"{proc} left a transaction open"
     assert state(probe.observer, probe.tables) == before, f"{proc} changed the database"
     return message
 

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from helpers.seeded import SIGNATURES, queue_tables, seeded_database, state
+from helpers.support import transaction_open
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -143,15 +144,7 @@ class Watch:
         return state(self.observer, self.tables)
 
     def open_transactions(self) -> int:
-        cur = self.caller.cursor()
-        try:
-            cur.execute(
-                "SELECT COUNT(*) FROM information_schema.INNODB_TRX"
-                " WHERE trx_mysql_thread_id = CONNECTION_ID()"
-            )
-            return int(cur.fetchone()[0])
-        finally:
-            cur.close()
+        return int(transaction_open(self.caller))
 
     def close(self) -> None:
         for conn in (self.caller, self.observer):
