@@ -11,7 +11,6 @@ from typing import Any
 
 import click
 import MySQLdb
-from alembic.util.exc import CommandError
 from rich.console import Console
 from rich.markup import escape
 
@@ -41,13 +40,14 @@ def fail(exc: BaseException | str) -> None:
 
 
 @contextlib.contextmanager
-def errors() -> Iterator[None]:
-    """mysqlq errors (and untranslated MySQLdb ones) end the command with one red line."""
+def errors(*also: type[BaseException]) -> Iterator[None]:
+    """mysqlq errors (and untranslated MySQLdb ones, and ``also``) end the command with one red
+    line. ``also`` lets a command add its library's errors without every command importing it."""
     try:
         yield
     except MySQLdb.Error as exc:
         fail(translate(exc))
-    except (Error, CommandError) as exc:
+    except (Error, *also) as exc:
         fail(exc)
 
 

@@ -63,6 +63,8 @@ def demo(
     Without --dsn or MYSQLQ_DSN it uses the local server the tests use (127.0.0.1:3306 as root,
     or a throwaway one) and a database mysqlq_demo, created and migrated when missing.
     """
+    from alembic.util.exc import CommandError  # the demo migrates its database
+
     from mysqlq.tools import demo as demo_module
 
     options = demo_module.DemoOptions(
@@ -75,7 +77,7 @@ def demo(
         lease_duration=lease_duration,
         timeout=timeout,
     )
-    with errors():
+    with errors(CommandError):
         report = demo_module.run(dsn, options, console=err_console)
     if as_json:
         echo_json(report)

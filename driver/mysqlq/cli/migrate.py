@@ -38,9 +38,11 @@ def migrate(
 
         mysqlq migrate --sql | mariadb -h HOST -u USER -p DBNAME
     """
+    from alembic.util.exc import CommandError
+
     from mysqlq.schema import migrate as migrations
 
-    with errors():
+    with errors(CommandError):
         if offline:
             script = migrations.offline_script(
                 downgrade_to or revision,
