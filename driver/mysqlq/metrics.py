@@ -13,7 +13,7 @@ __all__ = ["SubscriberMetrics"]
 
 
 class _Caller(Protocol):
-    def call(self, sql: str, args: tuple) -> list[dict]: ...
+    def rows(self, sql: str, args: tuple) -> list[dict]: ...
 
 
 class SubscriberMetrics:
@@ -59,6 +59,6 @@ class SubscriberMetrics:
     def lag(self, link: _Caller, held: dict[int, int]) -> None:
         if not held:
             return
-        rows = link.call(_sql.LAG, (self._labels["group"], json.dumps(sorted(held))))
+        rows = link.rows(_sql.LAG, (self._labels["group"], json.dumps(sorted(held))))
         for r in rows:
             self.lag_g.labels(partition_id=str(r["partition_id"]), **self._labels).set(r["unacked"])

@@ -38,17 +38,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import MySQLdb
-import MySQLdb.cursors
-from tenacity import RetryCallState
-
 from mysqlq import _sql, version
 from mysqlq.connection import connect as open_connection
 from mysqlq.connection import execute_rows, resolve_dsn
-from mysqlq.errors import ConnectionLost, Error, InvalidArgument
+from mysqlq.errors import Error, InvalidArgument
+from mysqlq.link import Link
 from mysqlq.message import Message
 from mysqlq.metrics import SubscriberMetrics
-from mysqlq.transient import retrying
 
 __all__ = ["Subscriber"]
 
@@ -66,47 +62,6 @@ def _positive(name: str, value: float, *, integer: bool = False, low: float = 0.
         raise InvalidArgument(f"{name} must be an integer, not {value!r}")
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > low:
         raise InvalidArgument(f"{name} must be a number above {low:g}, not {value!r}")
-
-
-class _Link:
-    """One loop's connection: reconnects after a lost connection, retries transient errors with
-    backoff until the call succeeds or the subscriber stops (the loops never die on a blip)."""
-
-    def __init__(self, dsn: str, name: str, stopping: threading.Event) -> None:
-        self.dsn = dsn
-        self.name = name
-        self.stopping = stopping
-        self.conn: MySQLdb.connections.Connection | None = None
-
-    def _connection(self) -> MySQLdb.connections.Connection:
-        if self.conn is None:
-            self.conn = open_connection(self.dsn)
-        return self.conn
-
-    def close(self) -> None:
-        if self.conn is not None:
-            with contextlib.suppress(Exception):
-                self.conn.close()
-            self.conn = None
-
-    def _execute(self, sql: str, args: tuple) -> list[dict]:
-        try:
-            return execute_rows(self._connection(), sql, args)
-        except ConnectionLost:
-            self.close()  # the next attempt reconnects
-            raise
-
-    def _log_retry(self, state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome else None
-        wait = state.next_action.sleep if state.next_action else 0.0
-        log.warning("%s: %s; retrying in %.2fs", self.name, exc, wait)
-
-    def call(self, sql: str, args: tuple, *, give_up_when_stopping: bool = True) -> list[dict]:
-        """Run one call; transient errors are retried (mysqlq.transient) until it succeeds, or
-        until the subscriber is stopping when ``give_up_when_stopping``."""
-        give_up = self.stopping.is_set if give_up_when_stopping else None
-        attempts = retrying(None, give_up=give_up, before_sleep=self._log_retry)
-        return attempts(self._execute, sql, args)
 
 
 class _SubscriberSettler:
@@ -312,14 +267,14 @@ class Subscriber:
     # lease loop -----------------------------------------------------------------------------
 
     def _lease_loop(self) -> None:
-        link = _Link(self.dsn, f"{self.name} lease", self._stopping)
+        link = Link(self.dsn, name=f"{self.name} lease", attempts=None, stopping=self._stopping)
         # a new member gets its share, and a new key its consumer, within one interval
         interval = min(self.lease_duration / 3, self.rebalance_interval)
         try:
             while not self._stopping.is_set():
                 started = time.monotonic()
                 try:
-                    rows = link.call(
+                    rows = link.rows(
                         _sql.ACQUIRE_LEASES,
                         (self.group, self.topic, self.name, _ms(self.lease_duration)),
                     )
@@ -348,7 +303,7 @@ class Subscriber:
             # the flush loop has returned what it could; now leave the group at once
             self._flush_done.wait(timeout=30)
             with contextlib.suppress(Error):
-                link.call(
+                link.rows(
                     _sql.DEREGISTER,
                     (self.group, self.topic, self.name),
                     give_up_when_stopping=False,
@@ -359,7 +314,7 @@ class Subscriber:
     # fetch loop -----------------------------------------------------------------------------
 
     def _fetch_loop(self) -> None:
-        link = _Link(self.dsn, f"{self.name} fetch", self._stopping)
+        link = Link(self.dsn, name=f"{self.name} fetch", attempts=None, stopping=self._stopping)
         limit = self.max_buffered
         try:
             while not self._stopping.is_set():
@@ -374,7 +329,7 @@ class Subscriber:
                 try:
                     # a long poll: the server waits up to poll_interval for work to appear on
                     # the held partitions, so a message is fetched within ~10 ms of its commit
-                    rows = link.call(
+                    rows = link.rows(
                         _sql.FETCH_WAIT,
                         (
                             self.group,
@@ -513,7 +468,7 @@ class Subscriber:
             self._flush_cond.notify_all()
 
     def _flush_loop(self) -> None:
-        link = _Link(self.dsn, f"{self.name} flush", self._stopping)
+        link = Link(self.dsn, name=f"{self.name} flush", attempts=None, stopping=self._stopping)
         try:
             while True:
                 with self._flush_cond:
@@ -528,7 +483,7 @@ class Subscriber:
             self._flush_done.set()
             link.close()
 
-    def _flush(self, link: _Link, batch: list[_Settlement]) -> None:
+    def _flush(self, link: Link, batch: list[_Settlement]) -> None:
         groups: dict[tuple, list[_Settlement]] = collections.defaultdict(list)
         for s in batch:
             groups[(s.outcome, s.delay_ms, s.error)].append(s)
@@ -542,7 +497,7 @@ class Subscriber:
                 "release": (_sql.RELEASE_MESSAGES, (self.group, deliveries)),
             }[outcome]
             try:
-                (row,) = link.call(sql, args, give_up_when_stopping=False)
+                (row,) = link.rows(sql, args, give_up_when_stopping=False)
             except Error as exc:
                 log.error("%s: %s of %d messages failed: %s", self.name, outcome, len(items), exc)
                 continue

@@ -18,7 +18,7 @@ import pytest
 from helpers import once
 from helpers.support import rows, scalar, wait_until
 
-from mysqlq.spark.link import Link
+from mysqlq.link import Link
 
 ROWS = 300
 POISON = 150  # the row whose first insert waits, and whose connection is killed

@@ -17,8 +17,8 @@ from pyspark.sql.types import StructType
 from mysqlq import _sql
 from mysqlq.connection import resolve_dsn
 from mysqlq.errors import InvalidArgument
+from mysqlq.link import Link
 from mysqlq.spark.columns import columns_of
-from mysqlq.spark.link import Link
 from mysqlq.spark.options import (
     DEFAULT_FETCH_SIZE,
     DEFAULT_NUM_PARTITIONS,

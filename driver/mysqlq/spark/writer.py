@@ -19,7 +19,7 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 from mysqlq import _sql, codec
 from mysqlq.connection import resolve_dsn
 from mysqlq.errors import InvalidArgument
-from mysqlq.spark.link import Link
+from mysqlq.link import Link
 from mysqlq.spark.options import DEFAULT_CHUNK_SIZE, int_option
 
 try:  # Spark >= 4.0 has the Arrow batch writer; the streaming one came in 4.1
