@@ -94,16 +94,15 @@ def template(
     head_revision: str | None,
 ) -> Iterator[ThrowawayDatabase]:
     """The schema installed once: a broken statement fails here, once, clearly."""
-    db = ThrowawayDatabase(server.dsn, harness.random_name(TEMPLATE_PREFIX))
-    harness.create_database(admin.conn, db.name)
-    try:
-        harness.install_schema(
-            admin.conn, db.name, schema_objects, head_revision, disable_events=EVENTS_OFF
-        )
+    with harness.throwaway_database(
+        server.dsn,
+        objects=schema_objects,
+        revision=head_revision,
+        prefix=TEMPLATE_PREFIX,
+        disable_events=EVENTS_OFF,
+        admin=lambda: admin.conn,
+    ) as db:
         yield db
-    finally:
-        db.close_all()
-        harness.drop_database(admin.conn, db.name)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,9 +26,6 @@ DB_PREFIX = "mysqlq_t_"
 TEMPLATE_PREFIX = "mysqlq_tpl_"
 # events are created DISABLED in test databases unless MYSQLQ_TEST_EVENTS=on
 EVENTS_OFF = os.environ.get("MYSQLQ_TEST_EVENTS", "off").lower() not in {"on", "1", "true"}
-
-# time spent creating per-test databases (appended to by fresh_database)
-CREATE_TIMES: list[float] = []
 
 
 def admin_connection(server_dsn: str) -> MySQLdb.connections.Connection:
@@ -71,17 +67,14 @@ def fresh_database(
     revision: str | None = None,
 ) -> Iterator[ThrowawayDatabase]:
     """A new database ``mysqlq_t_<random>`` (with ``objects`` installed unless None),
-    dropped on exit together with every connection still using it."""
-    database = ThrowawayDatabase(server.dsn, harness.random_name(DB_PREFIX))
-    started = time.perf_counter()
-    harness.create_database(admin.conn, database.name)
-    try:
-        if objects is not None:
-            harness.install_schema(
-                admin.conn, database.name, objects, revision, disable_events=EVENTS_OFF
-            )
-            CREATE_TIMES.append(time.perf_counter() - started)
+    dropped on exit together with every connection still using it; made by the harness on the
+    session's admin connection."""
+    with harness.throwaway_database(
+        server.dsn,
+        objects=objects,
+        revision=revision,
+        prefix=DB_PREFIX,
+        disable_events=EVENTS_OFF,
+        admin=lambda: admin.conn,
+    ) as database:
         yield database
-    finally:
-        database.close_all()
-        harness.drop_database(admin.conn, database.name)
