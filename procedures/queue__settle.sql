@@ -63,6 +63,8 @@ BEGIN
     DECLARE v_max BIGINT;
     DECLARE v_mintok BIGINT;
     DECLARE v_maxtok BIGINT;
+    -- 1: an extend reached a message of the current cursor batch, whose visibility is the batch's
+    DECLARE v_extend_cursor INT;
     -- the deliveries by partition: an ack of a whole in-order run settles in one step
     DECLARE c_partitions CURSOR FOR
         SELECT
@@ -97,6 +99,7 @@ BEGIN
         END IF;
 
         SET v_known = 0;
+        SET v_extend_cursor = 0;
         SELECT
             1,
             o.offset_acked,
@@ -170,6 +173,11 @@ BEGIN
                         SET v_stale = v_stale + 1;
                     ELSEIF v_has_row = 0 AND NOT (v_off BETWEEN v_cstart AND v_cpos AND v_tok = v_ctok) THEN
                         SET v_stale = v_stale + 1;
+                    ELSEIF p_action = {{ m.ACTION_EXTEND }} AND v_has_row = 0 THEN
+                        -- the batch's deadline moves for all of it (one fetch delivered it to
+                        -- one subscriber): no row, so the in-order ack path stays open
+                        SET v_extend_cursor = 1;
+                        SET v_settled = v_settled + 1;
                     ELSE
                         SET v_attempts = IF(v_has_row = 1, v_rattempts, v_cattempt);
                         IF v_has_row = 0 THEN
@@ -216,6 +224,10 @@ BEGIN
             END;
         END IF;
 
+        IF v_extend_cursor = 1 THEN
+            UPDATE queue_offsets SET cursor_until = v_now + p_ms, updated_at = v_now
+            WHERE group_name = p_group AND partition_id = v_pid;
+        END IF;
         IF v_known = 1 THEN
             CALL queue__advance_watermark(p_group, v_pid, v_wm, v_cpending, v_state_rows > 0, v_now);
         END IF;

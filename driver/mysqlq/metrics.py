@@ -36,6 +36,12 @@ class SubscriberMetrics:
         self.nacked = prom.Counter("mysqlq_nacked", "Messages nacked", **kw)
         self.dead = prom.Counter("mysqlq_dead_lettered", "Messages dead-lettered", **kw)
         self.handler_h = prom.Histogram("mysqlq_handler_seconds", "Handler time", **kw)
+        self.given_up_c = prom.Counter(
+            "mysqlq_handlers_given_up",
+            "Handlers still running at max_handler_time: their message was nacked, their thread"
+            " replaced",
+            **kw,
+        )
         self.lag_g = prom.Gauge(
             "mysqlq_partition_lag",
             "Messages not yet acked in a held partition",
@@ -46,6 +52,10 @@ class SubscriberMetrics:
     @property
     def delivered(self) -> Any:
         return self.delivered_c.labels(**self._labels)
+
+    @property
+    def given_up(self) -> Any:
+        return self.given_up_c.labels(**self._labels)
 
     @property
     def handler_seconds(self) -> Any:

@@ -1,20 +1,26 @@
 """The consumer: a subscriber of a group runs handlers on the messages of the partitions it holds.
 
-Three small loops, each on its own connection, and a pool of handler threads:
+Four small loops, each on its own connection, and a pool of handler threads:
 
 * **lease** — every ``rebalance_interval`` (at most ``lease_duration / 3``): heartbeat, renew,
   rebalance and pick up new partitions (``queue_acquire_leases``);
 * **fetch** — ``queue_fetch_wait`` for every partition held in one call: a long poll that waits
   inside the server, up to ``poll_interval``, until a held partition has work, then fetches;
+* **keepalive** — every ``visibility_timeout / 3``, one ``queue_extend`` for every message the
+  subscriber holds, running or buffered (G14), so no message it holds expires while it is alive;
+  it also gives up on handlers past ``max_handler_time``;
 * **flush** — batches acks (and nacks, extends, dead letters, releases) into few calls;
-* **handlers** — ``concurrency`` threads. A partition's messages run one after the other in offset
-  order; different partitions run in parallel.
+* **handlers** — ``concurrency`` threads (:class:`~mysqlq.handler_pool.HandlerPool`). A
+  partition's messages run one after the other in offset order; different partitions run in
+  parallel.
 
 A handler that returns acks its message; one that raises nacks it with exponential backoff and
-jitter (the server moves it to the DLQ after ``max_attempts`` deliveries). Explicit
-``msg.ack()/nack()/extend()/dead_letter()`` calls are final. A buffered message is not started once
-its visibility deadline or the subscriber's lease deadline has passed, or once its partition is no
-longer held under the lease epoch it was fetched under (someone else may have it).
+jitter (the DLQ takes it after ``max_attempts`` handler runs). Explicit ``msg.ack()/nack()/
+extend()/dead_letter()`` calls are final. A fetch charges an attempt and a release gives it back,
+so a message fetched but never started costs nothing (G14). A handler past ``max_handler_time``
+is given up: its message is nacked, its partition goes on, and what it settles later is dropped
+(:mod:`mysqlq.holdings`). A buffered message whose visibility, lease or lease epoch is gone is
+released, not started.
 ``stop()`` (or SIGTERM/SIGINT in ``run()``) stops fetching, lets running handlers finish, makes
 buffered messages visible again without charging an attempt, flushes, releases the leases and
 deregisters, so another subscriber takes over at once.
@@ -34,7 +40,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +47,8 @@ from mysqlq import _sql, version
 from mysqlq.connection import connect as open_connection
 from mysqlq.connection import execute_rows, resolve_dsn
 from mysqlq.errors import Error, InvalidArgument
+from mysqlq.handler_pool import HandlerPool
+from mysqlq.holdings import Holdings
 from mysqlq.link import Link
 from mysqlq.message import Message
 from mysqlq.metrics import SubscriberMetrics
@@ -114,6 +121,7 @@ class Subscriber:
         retry_backoff: float = 1.0,
         max_backoff: float = 300.0,
         dlq_topic: str | None = None,
+        max_handler_time: float = 600.0,
         metrics: Any = None,
         check_version: bool = True,
     ) -> None:
@@ -132,6 +140,7 @@ class Subscriber:
         _positive("poll_interval", poll_interval)
         _positive("retry_backoff", retry_backoff, low=-1e-12)
         _positive("max_backoff", max_backoff, low=-1e-12)
+        _positive("max_handler_time", max_handler_time)
         self.dsn = resolve_dsn(dsn)
         self.topic = topic
         self.group = group
@@ -151,6 +160,8 @@ class Subscriber:
         self.retry_backoff = retry_backoff
         self.max_backoff = max_backoff
         self.dlq_topic = dlq_topic
+        # a running handler keeps its message invisible up to this long, then is given up
+        self.max_handler_time = max_handler_time
         self._metrics = SubscriberMetrics(metrics, topic, group) if metrics else None
 
         self._stopping = threading.Event()
@@ -164,14 +175,10 @@ class Subscriber:
         self._flush_cond = threading.Condition()
         self._settlements: list[_Settlement] = []
         self._settler = _SubscriberSettler(self)
-        # partition_id -> messages fetched but not started, in offset order, each with its local
-        # visibility deadline and the lease epoch it was fetched under
-        self._buffers: dict[int, collections.deque[tuple[Message, float, int | None]]] = {}
-        self._active: set[int] = set()
-        self._held: dict[int, int] = {}
-        self._lease_deadline = 0.0
+        # leases, buffered and running messages
+        self._holdings = Holdings(max_handler_time)
         self._threads: list[threading.Thread] = []
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: HandlerPool | None = None
         self._counts = collections.Counter()
         self._handler_seconds = 0.0
 
@@ -193,10 +200,11 @@ class Subscriber:
     def start(self) -> Subscriber:
         if self._threads:
             raise Error("subscriber already started")
-        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="mysqlq-handler")
+        self._pool = HandlerPool(self.concurrency)
         for name, target in (
             ("lease", self._lease_loop),
             ("fetch", self._fetch_loop),
+            ("keepalive", self._keepalive_loop),
             ("flush", self._flush_loop),
         ):
             t = threading.Thread(target=target, name=f"mysqlq-{name}", daemon=True)
@@ -233,16 +241,11 @@ class Subscriber:
         for t in self._threads:
             if t.name == "mysqlq-fetch":
                 t.join(timeout=max(0.1, deadline - time.monotonic()))
-        # no new handler starts once stopping is set; wait for the running ones
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not self._active:
-                    break
+        # no new handler starts once stopping is set; wait for the running ones (the keepalive
+        # loop still extends their messages)
+        while time.monotonic() < deadline and self._holdings.running:
             time.sleep(0.01)
-        with self._lock:
-            unstarted = [m for buf in self._buffers.values() for m, _, _ in buf]
-            self._buffers.clear()
-        for message in unstarted:
+        for message in self._holdings.drain():
             self._enqueue(_Settlement("release", message))
         self._final_flush.set()
         with self._flush_cond:
@@ -250,19 +253,22 @@ class Subscriber:
         for t in self._threads:
             t.join(timeout=max(0.1, deadline - time.monotonic()) + 5)
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown()
         self._stopped.set()
         log.info("subscriber %s left group %s", self.name, self.group)
 
     def stats(self) -> dict[str, Any]:
+        holdings = self._holdings
         with self._lock:
-            return {
-                **self._counts,
-                "partitions_held": len(self._held),
-                "buffered": sum(len(b) for b in self._buffers.values()),
-                "running": len(self._active),
-                "handler_seconds": round(self._handler_seconds, 6),
-            }
+            counts = dict(self._counts)
+            seconds = self._handler_seconds
+        return {
+            **counts,
+            "partitions_held": len(holdings.leases),
+            "buffered": holdings.buffered,
+            "running": holdings.running,
+            "handler_seconds": round(seconds, 6),
+        }
 
     # lease loop -----------------------------------------------------------------------------
 
@@ -279,11 +285,7 @@ class Subscriber:
                         (self.group, self.topic, self.name, _ms(self.lease_duration)),
                     )
                     held = {int(r["partition_id"]): int(r["lease_epoch"]) for r in rows}
-                    with self._lock:
-                        gained = set(held) - set(self._held)
-                        lost = set(self._held) - set(held)
-                        self._held = held
-                        self._lease_deadline = started + self.lease_duration
+                    gained, lost = self._holdings.set_leases(held, started + self.lease_duration)
                     if gained or lost:
                         log.info(
                             "%s holds %d partitions (+%d -%d)",
@@ -318,11 +320,8 @@ class Subscriber:
         limit = self.max_buffered
         try:
             while not self._stopping.is_set():
-                with self._lock:
-                    holding = bool(self._held) and time.monotonic() < self._lease_deadline
-                    buffered = sum(len(b) for b in self._buffers.values())
-                room = limit - buffered
-                if not holding or room <= 0:
+                room = limit - self._holdings.buffered
+                if not self._holdings.holding(time.monotonic()) or room <= 0:
                     self._wait()
                     continue
                 fetched_at = time.monotonic()
@@ -348,6 +347,7 @@ class Subscriber:
                     self._wait()
                     continue
                 if rows:
+                    # the server's deadline is at least this late: it read its clock after we sent
                     self._dispatch(rows, fetched_at + self.visibility_timeout)
                 # the server has already waited when nothing came; after a partial fetch, the
                 # next long poll returns as soon as more work appears
@@ -366,41 +366,28 @@ class Subscriber:
         self._count("delivered", len(messages))
         if self._metrics:
             self._metrics.delivered.inc(len(messages))
-        start = []
-        with self._lock:
-            for m in messages:
-                epoch = self._held.get(m.partition_id)
-                buf = self._buffers.setdefault(m.partition_id, collections.deque())
-                buf.append((m, deadline, epoch))
-            for pid, buf in self._buffers.items():
-                if buf and pid not in self._active:
-                    self._active.add(pid)
-                    start.append(pid)
-        for pid in start:
+        for pid, generation in self._holdings.add(messages, deadline):
             assert self._pool is not None
-            self._pool.submit(self._run_partition, pid)
+            self._pool.submit(self._run_partition, pid, generation)
 
     # handlers -------------------------------------------------------------------------------
 
-    def _run_partition(self, pid: int) -> None:
+    def _run_partition(self, pid: int, generation: int) -> None:
         """Run a partition's buffered messages one after the other, in offset order."""
         while True:
-            with self._lock:
-                buf = self._buffers.get(pid)
-                if self._stopping.is_set() or not buf:
-                    self._active.discard(pid)
-                    return
-                message, deadline, epoch = buf.popleft()
-                lease_deadline = self._lease_deadline
-                still_held = epoch is not None and self._held.get(pid) == epoch
-            now = time.monotonic()
-            if now >= deadline or now >= lease_deadline or not still_held:
-                # its visibility or our lease ran out, or the partition moved on (even if it came
-                # back, under a new epoch): it may be with another subscriber, do not start it
+            held, started = self._holdings.take(
+                pid, generation, self._stopping.is_set(), time.monotonic()
+            )
+            if held is None:
+                return
+            if not started:
                 self._count("expired_unstarted")
-                self._enqueue(_Settlement("release", message))
+                self._enqueue(_Settlement("release", held.message))
                 continue
-            self._handle(message)
+            try:
+                self._handle(held.message)
+            finally:
+                self._holdings.finished(held)
 
     def _handle(self, message: Message) -> None:
         started = time.perf_counter()
@@ -450,6 +437,8 @@ class Subscriber:
         delay: float | None = None,
         error: str | None = None,
     ) -> None:
+        if self._fenced(message, outcome):
+            return
         if outcome == "nack":
             delay_ms = self._backoff_ms(message.attempt) if delay is None else _ms(delay)
             self._enqueue(_Settlement("nack", message, delay_ms=delay_ms, error=error))
@@ -460,7 +449,97 @@ class Subscriber:
 
     def _extend(self, message: Message, seconds: float) -> None:
         _positive("seconds", seconds)
+        if self._fenced(message, "extend"):
+            return
+        # a handler that says it needs longer gets it: visibility and give-up deadline
+        self._holdings.extend_running(message, time.monotonic() + seconds)
         self._enqueue(_Settlement("extend", message, delay_ms=_ms(seconds)), urgent=True)
+
+    def _fenced(self, message: Message, outcome: str) -> bool:
+        """A handler that was given up settles nothing: its message was nacked already."""
+        fenced = self._holdings.fenced(message)
+        if fenced:
+            self._count("late_outcomes")
+            log.warning(
+                "%s: dropped %s of topic=%s offset=%s id=%s from a handler given up on",
+                self.name,
+                outcome,
+                message.topic,
+                message.offset,
+                message.id,
+            )
+        return fenced
+
+    # keepalive loop -------------------------------------------------------------------------
+
+    def _keepalive_loop(self) -> None:
+        """Keep every held message invisible to others while this subscriber lives (G14), release
+        buffered messages of partitions it lost, and give up on handlers past max_handler_time."""
+        link = Link(self.dsn, name=f"{self.name} keepalive", attempts=None, stopping=self._stopping)
+        tick = min(0.5, self.visibility_timeout / 6)
+        every = self.visibility_timeout / 3
+        last = time.monotonic()
+        try:
+            while not self._final_flush.wait(tick):
+                now = time.monotonic()
+                self._give_up_overdue(now)
+                self._release_moved(now)
+                if now - last >= every:
+                    last = now
+                    self._extend_held(link)
+        finally:
+            link.close()
+
+    def _give_up_overdue(self, now: float) -> None:
+        for held, generation in self._holdings.overdue(now):
+            message = held.message
+            self._count("given_up")
+            if self._metrics:
+                self._metrics.given_up.inc()
+            log.warning(
+                "%s: handler exceeded max_handler_time (%gs) on topic=%s key=%s offset=%s id=%s"
+                " attempt=%s; its message is nacked and its thread replaced",
+                self.name,
+                self.max_handler_time,
+                message.topic,
+                message.key,
+                message.offset,
+                message.id,
+                message.attempt,
+            )
+            self._enqueue(
+                _Settlement(
+                    "nack",
+                    message,
+                    delay_ms=self._backoff_ms(message.attempt),
+                    error=f"handler exceeded max_handler_time ({self.max_handler_time:g}s)",
+                )
+            )
+            assert self._pool is not None
+            self._pool.replace(held.thread)
+            # the partition goes on: its next message in a new runner
+            self._pool.submit(self._run_partition, message.partition_id, generation)
+
+    def _release_moved(self, now: float) -> None:
+        """Buffered messages of a partition no longer held under their epoch go back at once: its
+        new holder would wait for them otherwise."""
+        for message in self._holdings.moved(now):
+            self._count("expired_unstarted")
+            self._enqueue(_Settlement("release", message))
+
+    def _extend_held(self, link: Link) -> None:
+        held = self._holdings.all_held()
+        if not held:
+            return
+        sent = time.monotonic()
+        deliveries = json.dumps([h.message.delivery for h in held])
+        try:
+            link.rows(_sql.EXTEND, (self.group, deliveries, _ms(self.visibility_timeout)))
+        except Error as exc:
+            log.error("%s: extending %d messages failed: %s", self.name, len(held), exc)
+            return
+        self._holdings.extended(held, sent + self.visibility_timeout)
+        self._count("keepalives")
 
     def _enqueue(self, settlement: _Settlement, urgent: bool = False) -> None:
         with self._flush_cond:

@@ -100,18 +100,48 @@ def test_visibility_expiry_redelivers_with_new_token_and_stale_ack_is_ignored(co
     assert c.offsets() == {first[0]["partition_id"]: 2}
 
 
-def test_extend_prevents_redelivery(conn):
-    c = _setup(conn, n=2, visibility_ms=1_000)
+def test_extend_of_a_cursor_batch_moves_its_deadline_and_writes_no_row(conn):
+    """G14: a subscriber keeps what one fetch gave it invisible with one extend per partition;
+    the batch stays on the in-order path (no delivery-state rows)."""
+    c = _setup(conn, n=3, visibility_ms=1_000)
     t0 = server_now(conn)
     got = c.fetch(now=t0)
     assert c.extend(got[:1], 10_000, now=t0 + 500) == {"settled": 1, "stale": 0, "dead_lettered": 0}
+    assert _state_rows(conn) == 0
+    # the whole batch is one holder's: none of it comes back at the first deadline
+    assert c.fetch(now=t0 + 2_000) == []
+    assert c.ack(got, now=t0 + 2_001) == {"settled": 3, "stale": 0, "dead_lettered": 0}
+    assert c.offsets() == {got[0]["partition_id"]: 3}
+    assert _state_rows(conn) == 0
+
+
+def test_extended_batch_expires_at_its_new_deadline(conn):
+    c = _setup(conn, n=2, visibility_ms=1_000)
+    t0 = server_now(conn)
+    got = c.fetch(now=t0)
+    c.extend(got, 5_000, now=t0 + 500)
+    assert c.fetch(now=t0 + 5_499) == []
+    again = c.fetch(now=t0 + 5_500)
+    assert [(m["offset"], m["attempt"]) for m in again] == [(1, 2), (2, 2)]
+    # the first delivery's extend is stale now
+    assert c.extend(got, 5_000, now=t0 + 5_501) == {"settled": 0, "stale": 2, "dead_lettered": 0}
+
+
+def test_extend_prevents_redelivery_of_one_redelivered_message(conn):
+    c = _setup(conn, n=2, visibility_ms=1_000)
+    t0 = server_now(conn)
+    # nacked, then redelivered: each message has its own row and deadline now
+    c.nack(c.fetch(now=t0), 0, now=t0 + 100)
+    got = c.fetch(now=t0 + 1_000)
+    assert [(m["offset"], m["attempt"]) for m in got] == [(1, 2), (2, 2)]
+    assert c.extend(got[:1], 10_000, now=t0 + 1_500) == {"settled": 1, "stale": 0, "dead_lettered": 0}
     # message 2 expires and comes back, message 1 stays with its holder
     again = c.fetch(now=t0 + 2_000)
     assert [m["offset"] for m in again] == [2]
     c.ack(again, now=t0 + 2_001)
-    assert c.fetch(now=t0 + 10_499) == []
-    late = c.fetch(now=t0 + 10_500)
-    assert [(m["offset"], m["attempt"]) for m in late] == [(1, 2)]
+    assert c.fetch(now=t0 + 11_499) == []
+    late = c.fetch(now=t0 + 11_500)
+    assert [(m["offset"], m["attempt"]) for m in late] == [(1, 3)]
 
 
 def test_nack_does_not_block_the_partition(conn):

@@ -12,9 +12,12 @@ process's ``time.time()`` in milliseconds).
 
 Handler behaviour (all combinable):
 
-* ``--sleep S``: work S seconds per message (``--sleep-attempt N``: only on attempt N). The work
-  is S/0.01 sleeps of 10 ms, so a process stopped with SIGSTOP mid-handler still has the rest of
-  its work to do after SIGCONT, as a real handler would.
+* ``--sleep S``: work S seconds per message (``--sleep-attempt N``: only on attempt N;
+  ``--sleep-ids a,b``: only on those message ids). The work is S/0.01 sleeps of 10 ms, so a
+  process stopped with SIGSTOP mid-handler still has the rest of its work to do after SIGCONT, as
+  a real handler would.
+* ``--hang-ids a,b``: the handler of those ids never returns (on attempt ``--hang-attempt N``
+  only, if given).
 * ``--extend E``: while working, call ``msg.extend(E)`` every E/3 seconds.
 * ``--fail always|first``: raise (nack with backoff) on every attempt / on attempt 1 only.
 * ``--nack-delay D --nack-offsets 1,2``: on attempt 1 of those offsets, ``msg.nack(delay=D)``.
@@ -109,6 +112,10 @@ def main() -> int:
     p.add_argument("--poll-interval", type=float, default=0.05)
     p.add_argument("--sleep", type=float, default=0.0)
     p.add_argument("--sleep-attempt", type=int, default=None)
+    p.add_argument("--sleep-ids", default="")
+    p.add_argument("--hang-ids", default="")
+    p.add_argument("--hang-attempt", type=int, default=None)
+    p.add_argument("--max-handler-time", type=float, default=600.0)
     p.add_argument("--extend", type=float, default=None)
     p.add_argument("--fail", choices=["never", "always", "first"], default="never")
     p.add_argument("--nack-delay", type=float, default=None)
@@ -122,11 +129,16 @@ def main() -> int:
     )
     events = EventLog(args.dsn, args.name, args.group)
     nack_offsets = {int(x) for x in args.nack_offsets.split(",") if x}
+    sleep_ids = {x for x in args.sleep_ids.split(",") if x}
+    hang_ids = {x for x in args.hang_ids.split(",") if x}
+    never = threading.Event()
 
     def work(msg: mysqlq.Message) -> None:
         if args.sleep <= 0:
             return
         if args.sleep_attempt is not None and msg.attempt != args.sleep_attempt:
+            return
+        if sleep_ids and msg.id not in sleep_ids:
             return
         chunks = max(1, round(args.sleep / 0.01))
         last_extend = time.monotonic()
@@ -138,6 +150,8 @@ def main() -> int:
 
     def handler(msg: mysqlq.Message) -> None:
         events.record(msg, "start")
+        if msg.id in hang_ids and args.hang_attempt in (None, msg.attempt):
+            never.wait()
         work(msg)
         if args.nack_delay is not None and msg.attempt == 1 and msg.offset in nack_offsets:
             events.record(msg, "end")
@@ -162,6 +176,7 @@ def main() -> int:
         concurrency=args.concurrency,
         retry_backoff=args.retry_backoff,
         max_backoff=1.0,
+        max_handler_time=args.max_handler_time,
     )
     print(f"READY {args.name} {os.getpid()}", flush=True)
     sub.run()

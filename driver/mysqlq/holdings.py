@@ -1,0 +1,193 @@
+"""What a subscriber holds: its leases, the messages it fetched, and the handler running on each
+partition. In memory, thread-safe, no I/O: the subscriber's loops ask it what to do and do it.
+
+* A fetched message is **buffered** on its partition, in offset order, with the lease epoch it
+  was fetched under and a local visibility deadline (:class:`Held`).
+* A partition's messages are run by one task at a time (a **runner**, named by a generation
+  number). The runner takes the next buffered message: it **starts** it when its visibility, the
+  lease, and the partition's epoch are all still good, and otherwise hands it back for release.
+* A started message is **running** until its handler returns, or until the subscriber **gives up**
+  on it at ``max_handler_time``: then the partition gets a new runner, and the delivery is
+  **fenced**, so what the old handler settles later is dropped.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import threading
+from dataclasses import dataclass, field
+
+from mysqlq.message import Message
+
+__all__ = ["Held", "Holdings"]
+
+
+@dataclass(eq=False)
+class Held:
+    """A message the subscriber holds: buffered until a handler starts it, then running."""
+
+    message: Message
+    # monotonic: when its visibility runs out as far as we know (keepalives move it)
+    deadline: float
+    # the lease epoch of its partition when it was fetched
+    epoch: int | None
+    # once started: the handler's thread and when it is given up
+    thread: threading.Thread | None = field(default=None, repr=False)
+    give_up_at: float = 0.0
+
+
+class Holdings:
+    def __init__(self, max_handler_time: float) -> None:
+        self.max_handler_time = max_handler_time
+        self.lock = threading.Lock()
+        # partition_id -> lease epoch, and when the leases run out (monotonic)
+        self.leases: dict[int, int] = {}
+        self.lease_deadline = 0.0
+        self._buffers: dict[int, collections.deque[Held]] = {}
+        self._running: dict[int, Held] = {}
+        self._runners: dict[int, int] = {}
+        self._generations = itertools.count(1)
+        self._given_up: set[tuple[int, ...]] = set()
+
+    # leases ---------------------------------------------------------------------------------
+
+    def set_leases(self, held: dict[int, int], deadline: float) -> tuple[set[int], set[int]]:
+        """Record a lease tick's result; return the partitions gained and lost."""
+        with self.lock:
+            gained = set(held) - set(self.leases)
+            lost = set(self.leases) - set(held)
+            self.leases = held
+            self.lease_deadline = deadline
+        return gained, lost
+
+    def holding(self, now: float) -> bool:
+        with self.lock:
+            return bool(self.leases) and now < self.lease_deadline
+
+    # counts ---------------------------------------------------------------------------------
+
+    @property
+    def buffered(self) -> int:
+        with self.lock:
+            return sum(len(b) for b in self._buffers.values())
+
+    @property
+    def running(self) -> int:
+        with self.lock:
+            return len(self._running)
+
+    # fetch and run --------------------------------------------------------------------------
+
+    def add(self, messages: list[Message], deadline: float) -> list[tuple[int, int]]:
+        """Buffer fetched messages; return the (partition, generation) runners to start."""
+        start = []
+        with self.lock:
+            for m in messages:
+                epoch = self.leases.get(m.partition_id)
+                buf = self._buffers.setdefault(m.partition_id, collections.deque())
+                buf.append(Held(m, deadline, epoch))
+            for pid, buf in self._buffers.items():
+                if buf and pid not in self._runners:
+                    start.append((pid, self._new_runner(pid)))
+        return start
+
+    def _new_runner(self, pid: int) -> int:
+        generation = next(self._generations)
+        self._runners[pid] = generation
+        return generation
+
+    def take(
+        self, pid: int, generation: int, stopping: bool, now: float
+    ) -> tuple[Held | None, bool]:
+        """The runner's next message: ``(None, _)`` ends the runner; ``(held, True)``: it has
+        started, run its handler; ``(held, False)``: it must not start, release it."""
+        with self.lock:
+            if self._runners.get(pid) != generation:
+                return None, False  # our handler was given up: a new runner has the partition
+            buf = self._buffers.get(pid)
+            if stopping or not buf:
+                del self._runners[pid]
+                return None, False
+            held = buf.popleft()
+            # its visibility or our lease ran out, or the partition moved on (even if it came
+            # back, under a new epoch): it may be with another subscriber, do not start it
+            startable = (
+                now < held.deadline
+                and now < self.lease_deadline
+                and held.epoch is not None
+                and self.leases.get(pid) == held.epoch
+            )
+            if startable:
+                held.thread = threading.current_thread()
+                held.give_up_at = now + self.max_handler_time
+                self._running[pid] = held
+        return held, startable
+
+    def finished(self, held: Held) -> None:
+        """Its handler returned (given up on or not)."""
+        with self.lock:
+            pid = held.message.partition_id
+            if self._running.get(pid) is held:
+                del self._running[pid]
+            self._given_up.discard(tuple(held.message.delivery))
+
+    def extend_running(self, message: Message, until: float) -> None:
+        """A handler asked for more time: its give-up deadline moves to at least ``until``."""
+        with self.lock:
+            held = self._running.get(message.partition_id)
+            if held is not None and held.message is message:
+                held.give_up_at = max(held.give_up_at, until)
+
+    # keepalive ------------------------------------------------------------------------------
+
+    def overdue(self, now: float) -> list[tuple[Held, int]]:
+        """Give up on handlers past their deadline: each with its partition's new runner."""
+        out = []
+        with self.lock:
+            for pid, held in list(self._running.items()):
+                if now >= held.give_up_at:
+                    del self._running[pid]
+                    self._given_up.add(tuple(held.message.delivery))
+                    out.append((held, self._new_runner(pid)))
+        return out
+
+    def fenced(self, message: Message) -> bool:
+        with self.lock:
+            return tuple(message.delivery) in self._given_up
+
+    def moved(self, now: float) -> list[Message]:
+        """Take out the buffered messages that can no longer start: their partition is no longer
+        held under the epoch they were fetched under, or every lease ran out."""
+        out = []
+        with self.lock:
+            lost = now >= self.lease_deadline
+            for pid, buf in self._buffers.items():
+                keep = collections.deque()
+                for held in buf:
+                    if lost or self.leases.get(pid) != held.epoch:
+                        out.append(held.message)
+                    else:
+                        keep.append(held)
+                if len(keep) != len(buf):
+                    self._buffers[pid] = keep
+        return out
+
+    def all_held(self) -> list[Held]:
+        """Every running and buffered message (what a keepalive extends)."""
+        with self.lock:
+            held = list(self._running.values())
+            held += [h for buf in self._buffers.values() for h in buf]
+        return held
+
+    def extended(self, held: list[Held], deadline: float) -> None:
+        with self.lock:
+            for h in held:
+                h.deadline = max(h.deadline, deadline)
+
+    def drain(self) -> list[Message]:
+        """Take out every buffered message (at stop)."""
+        with self.lock:
+            out = [h.message for buf in self._buffers.values() for h in buf]
+            self._buffers.clear()
+        return out
