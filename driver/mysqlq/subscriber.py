@@ -64,6 +64,10 @@ def _ms(seconds: float) -> int:
     return round(seconds * 1000)
 
 
+def _where(m: Message) -> str:
+    return f"topic={m.topic} key={m.key} offset={m.offset} id={m.id} attempt={m.attempt}"
+
+
 def _positive(name: str, value: float, *, integer: bool = False, low: float = 0.0) -> None:
     if integer and (not isinstance(value, int) or isinstance(value, bool)):
         raise InvalidArgument(f"{name} must be an integer, not {value!r}")
@@ -395,16 +399,7 @@ class Subscriber:
             self.handler(message)
         except Exception as exc:  # a failing handler nacks its message
             self._count("handler_errors")
-            log.warning(
-                "handler failed on topic=%s key=%s offset=%s id=%s attempt=%s: %s: %s",
-                message.topic,
-                message.key,
-                message.offset,
-                message.id,
-                message.attempt,
-                type(exc).__name__,
-                exc,
-            )
+            log.warning("handler failed on %s: %s: %s", _where(message), type(exc).__name__, exc)
             if not message.settled:
                 message._outcome = "nack"
                 self._settle(message, "nack", delay=None, error=f"{type(exc).__name__}: {exc}")
@@ -461,12 +456,10 @@ class Subscriber:
         if fenced:
             self._count("late_outcomes")
             log.warning(
-                "%s: dropped %s of topic=%s offset=%s id=%s from a handler given up on",
+                "%s: dropped the %s of a handler given up on %s",
                 self.name,
                 outcome,
-                message.topic,
-                message.offset,
-                message.id,
+                _where(message),
             )
         return fenced
 
@@ -497,15 +490,11 @@ class Subscriber:
             if self._metrics:
                 self._metrics.given_up.inc()
             log.warning(
-                "%s: handler exceeded max_handler_time (%gs) on topic=%s key=%s offset=%s id=%s"
-                " attempt=%s; its message is nacked and its thread replaced",
+                "%s: handler exceeded max_handler_time (%gs) on %s; its message is nacked and its"
+                " thread replaced",
                 self.name,
                 self.max_handler_time,
-                message.topic,
-                message.key,
-                message.offset,
-                message.id,
-                message.attempt,
+                _where(message),
             )
             self._enqueue(
                 _Settlement(
