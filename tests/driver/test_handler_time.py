@@ -130,9 +130,7 @@ def test_what_a_given_up_handler_settles_later_changes_nothing(h):
         lease=10,
     )
     h.wait(lambda: h.acked() == 1, timeout=30, what="the message acked")
-    h.wait(
-        lambda: ("slow", 1) in runs(h, "end"), timeout=30, what="the given-up run to return"
-    )
+    h.wait(lambda: ("slow", 1) in runs(h, "end"), timeout=30, what="the given-up run to return")
     assert runs(h) == [("slow", 1), ("slow", 2)], h.diagnostics()
     stats = stats_after_stop(h, w)
     assert stats.get("given_up") == 1 and stats.get("late_outcomes") == 1, stats

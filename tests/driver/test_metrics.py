@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from helpers.support import wait_until
 
@@ -53,5 +55,45 @@ def test_subscriber_exports_counts_handler_time_and_lag(dsn):
                 what=f"lag 0 on partition {pid}",
             )
     finally:
+        sub.stop(timeout=10)
+        client.close()
+
+
+def test_a_given_up_handler_is_counted(dsn):
+    registry = prometheus_client.CollectorRegistry()
+    client = mysqlq.connect(dsn)
+    client.publish("orders", b"x", key="k", id="hangs-once")
+    client.publish("orders", b"x", key="k", id="after")
+    release = threading.Event()
+    handled = []
+
+    def handle(msg):
+        if msg.id == "hangs-once" and msg.attempt == 1:
+            release.wait(30)
+        handled.append((msg.id, msg.attempt))
+
+    sub = mysqlq.Subscriber(
+        dsn,
+        topic="orders",
+        group="billing",
+        handler=handle,
+        max_handler_time=0.5,
+        retry_backoff=0.05,
+        lease_duration=3.0,
+        metrics=registry,
+    )
+    sub.start()
+    try:
+        labels = {"topic": "orders", "group": "billing"}
+
+        def value(name):
+            return registry.get_sample_value(name, labels) or 0
+
+        wait_until(lambda: value("mysqlq_acked_total") == 2, what="2 acks")
+        assert value("mysqlq_handlers_given_up_total") == 1
+        assert value("mysqlq_nacked_total") == 1
+        assert handled == [("after", 1), ("hangs-once", 2)]
+    finally:
+        release.set()
         sub.stop(timeout=10)
         client.close()

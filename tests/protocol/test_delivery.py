@@ -134,7 +134,11 @@ def test_extend_prevents_redelivery_of_one_redelivered_message(conn):
     c.nack(c.fetch(now=t0), 0, now=t0 + 100)
     got = c.fetch(now=t0 + 1_000)
     assert [(m["offset"], m["attempt"]) for m in got] == [(1, 2), (2, 2)]
-    assert c.extend(got[:1], 10_000, now=t0 + 1_500) == {"settled": 1, "stale": 0, "dead_lettered": 0}
+    assert c.extend(got[:1], 10_000, now=t0 + 1_500) == {
+        "settled": 1,
+        "stale": 0,
+        "dead_lettered": 0,
+    }
     # message 2 expires and comes back, message 1 stays with its holder
     again = c.fetch(now=t0 + 2_000)
     assert [m["offset"] for m in again] == [2]
