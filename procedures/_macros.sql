@@ -55,6 +55,48 @@
 {% set FETCH_KIND_CURSOR = 0 %}
 {% set FETCH_KIND_ROW = 1 %}
 
+{#- Error codes. Every error a routine raises is SQLSTATE 45000 (errno 1644 in a client) with a
+    message that starts with a stable code and a space ("MQ011 p_group is not subscribed ..."), so
+    a client in any language can match the code; the rest of the message may be reworded.
+    docs/protocol.md lists them (tests/protocol/test_error_codes.py keeps the two in step).
+        MQ001  a topic, group or DLQ name is not 1 to 191 characters of A-Z a-z 0-9 . _ - : /
+        MQ002  a subscriber name, partition key or message id is empty, too long or ends in a space
+        MQ003  a duration in milliseconds is missing or out of range
+        MQ004  a count (batch size, max messages) is missing or out of range
+        MQ005  p_now is neither NULL nor epoch milliseconds
+        MQ006  p_deliveries is not a JSON array of [partition_id, offset, token], or too long
+        MQ007  p_payload is NULL
+        MQ008  p_metadata is neither NULL nor a JSON object
+        MQ009  p_messages is not a JSON array of 1 to 100000 elements
+        MQ010  an element of p_messages is invalid; the message names its index and field
+        MQ011  p_group is not subscribed to p_topic
+        MQ012  p_max_attempts is out of range
+        MQ013  a DLQ topic or suffix cannot be used
+        MQ014  p_partitions is out of range
+        MQ015  p_offsets or p_offset is malformed or out of range
+        MQ016  the group has live subscriber leases, so it cannot also commit offsets itself
+        MQ017  p_messages could not be stored (a value the server refused)
+        MQ090  an internal invariant failed (a bug: please report it)
+-#}
+{% set E_NAME = 'MQ001' %}
+{% set E_FREE_NAME = 'MQ002' %}
+{% set E_DURATION = 'MQ003' %}
+{% set E_COUNT = 'MQ004' %}
+{% set E_NOW = 'MQ005' %}
+{% set E_DELIVERIES = 'MQ006' %}
+{% set E_PAYLOAD = 'MQ007' %}
+{% set E_METADATA = 'MQ008' %}
+{% set E_MESSAGES = 'MQ009' %}
+{% set E_ELEMENT = 'MQ010' %}
+{% set E_NOT_SUBSCRIBED = 'MQ011' %}
+{% set E_MAX_ATTEMPTS = 'MQ012' %}
+{% set E_DLQ = 'MQ013' %}
+{% set E_PARTITIONS = 'MQ014' %}
+{% set E_OFFSETS = 'MQ015' %}
+{% set E_LEASED = 'MQ016' %}
+{% set E_NOT_STORED = 'MQ017' %}
+{% set E_INTERNAL = 'MQ090' %}
+
 {#- Epoch milliseconds from the injected clock, or the server clock when the caller passes NULL. -#}
 {% macro now_ms(p_now) -%}
 COALESCE({{ p_now }}, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
@@ -65,21 +107,29 @@ COALESCE({{ p_now }}, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
 LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
 {%- endmacro %}
 
+{#- Any other text parameter, local or JSON_TABLE column: utf8mb4 whatever the database's default
+    character set (a latin1 database would otherwise refuse emoji with 1366). scripts/
+    check_charsets.py fails on a text type declared without a character set. -#}
+{% macro text(type) -%}
+{{ type }} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+{%- endmacro %}
+
 {#- Type of a name local: the column type, so that comparisons use the indexes. -#}
 {% macro name_local() -%}
 VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
 {%- endmacro %}
 
-{#- Raise the protocol's input error: SQLSTATE 45000 with a message naming the parameter. -#}
-{% macro fail(message) -%}
-SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{{ message }}'
+{#- Raise the protocol's input error: SQLSTATE 45000 with a message that starts with its code (E_*)
+    and names the parameter. -#}
+{% macro fail(code, message) -%}
+SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{{ code }} {{ message }}'
 {%- endmacro %}
 
 {#- A topic or group name: 1 to 191 characters of letters, digits and . _ - : / -#}
 {% macro check_identifier(param) -%}
 IF {{ param }} IS NULL OR CHAR_LENGTH({{ param }}) NOT BETWEEN 1 AND 191
         OR {{ param }} REGEXP '[^A-Za-z0-9._:/-]' THEN
-        {{ fail(param ~ ' must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /') }};
+        {{ fail(E_NAME, param ~ ' must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /') }};
     END IF
 {%- endmacro %}
 
@@ -88,45 +138,45 @@ IF {{ param }} IS NULL OR CHAR_LENGTH({{ param }}) NOT BETWEEN 1 AND 191
     'x' and 'x ' would be one id, so a trailing space is refused rather than silently merged. -#}
 {% macro check_name(param) -%}
 IF {{ param }} IS NULL OR CHAR_LENGTH({{ param }}) NOT BETWEEN 1 AND 191 OR {{ param }} LIKE '% ' THEN
-        {{ fail(param ~ ' must be 1 to 191 characters, not ending in a space') }};
+        {{ fail(E_FREE_NAME, param ~ ' must be 1 to 191 characters, not ending in a space') }};
     END IF
 {%- endmacro %}
 
 {#- An optional free-form name: NULL allowed, otherwise 1 to 191 chars. -#}
 {% macro check_optional_name(param) -%}
 IF {{ param }} IS NOT NULL AND (CHAR_LENGTH({{ param }}) NOT BETWEEN 1 AND 191 OR {{ param }} LIKE '% ') THEN
-        {{ fail(param ~ ' must be NULL or 1 to 191 characters, not ending in a space') }};
+        {{ fail(E_FREE_NAME, param ~ ' must be NULL or 1 to 191 characters, not ending in a space') }};
     END IF
 {%- endmacro %}
 
 {#- A millisecond duration: NULL allowed when the routine has a default, else 0 .. one year. -#}
 {% macro check_ms(param, low=0, allow_null=True) -%}
 IF {% if not allow_null %}{{ param }} IS NULL OR {% endif %}{{ param }} NOT BETWEEN {{ low }} AND 31536000000 THEN
-        {{ fail(param ~ ' must be ' ~ ('' if allow_null else 'set and ') ~ 'between ' ~ low ~ ' and 31536000000 ms') }};
+        {{ fail(E_DURATION, param ~ ' must be ' ~ ('' if allow_null else 'set and ') ~ 'between ' ~ low ~ ' and 31536000000 ms') }};
     END IF
 {%- endmacro %}
 
 {#- A positive count with an upper bound. -#}
 {% macro check_count(param, high) -%}
 IF {{ param }} IS NULL OR {{ param }} NOT BETWEEN 1 AND {{ high }} THEN
-        {{ fail(param ~ ' must be between 1 and ' ~ high) }};
+        {{ fail(E_COUNT, param ~ ' must be between 1 and ' ~ high) }};
     END IF
 {%- endmacro %}
 
 {#- The injected clock: NULL (server clock) or a plausible epoch-milliseconds value. -#}
 {% macro check_now(param='p_now') -%}
 IF {{ param }} IS NOT NULL AND {{ param }} NOT BETWEEN 0 AND 253402300799999 THEN
-        {{ fail(param ~ ' must be NULL or epoch milliseconds') }};
+        {{ fail(E_NOW, param ~ ' must be NULL or epoch milliseconds') }};
     END IF
 {%- endmacro %}
 
 {#- A deliveries list for the settle procedures: a JSON array of [partition_id, offset, token]. -#}
 {% macro check_deliveries(param='p_deliveries') -%}
 IF {{ param }} IS NULL OR NOT JSON_VALID({{ param }}) OR JSON_TYPE({{ param }}) <> 'ARRAY' THEN
-        {{ fail(param ~ ' must be a JSON array of [partition_id, offset, token]') }};
+        {{ fail(E_DELIVERIES, param ~ ' must be a JSON array of [partition_id, offset, token]') }};
     END IF;
     IF JSON_LENGTH({{ param }}) > 100000 THEN
-        {{ fail(param ~ ' must hold at most 100000 deliveries') }};
+        {{ fail(E_DELIVERIES, param ~ ' must hold at most 100000 deliveries') }};
     END IF;
     IF EXISTS (
         SELECT 1
@@ -136,7 +186,7 @@ IF {{ param }} IS NULL OR NOT JSON_VALID({{ param }}) OR JSON_TYPE({{ param }}) 
             OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
             OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[2]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
     ) THEN
-        {{ fail(param ~ ' must be a JSON array of [partition_id, offset, token]') }};
+        {{ fail(E_DELIVERIES, param ~ ' must be a JSON array of [partition_id, offset, token]') }};
     END IF
 {%- endmacro %}
 
@@ -162,9 +212,9 @@ DECLARE EXIT HANDLER FOR SQLEXCEPTION
         FROM JSON_TABLE({{ p_messages }}, '$[*]' COLUMNS (
             j_idx FOR ORDINALITY,
             j_key JSON PATH '$.key',
-            j_key_s VARCHAR(192) PATH '$.key',
+            j_key_s {{ text('VARCHAR(192)') }} PATH '$.key',
             j_id JSON PATH '$.id',
-            j_id_s VARCHAR(192) PATH '$.id',
+            j_id_s {{ text('VARCHAR(192)') }} PATH '$.id',
             j_payload JSON PATH '$.payload',
             j_payload_b64 JSON PATH '$.payload_b64',
             j_metadata JSON PATH '$.metadata',
@@ -184,8 +234,8 @@ DECLARE EXIT HANDLER FOR SQLEXCEPTION
             COALESCE(k.j_id_s, CONCAT(v_batch, ':', k.j_idx)) AS msg_id
         FROM JSON_TABLE({{ p_messages }}, '$[*]' COLUMNS (
             j_idx FOR ORDINALITY,
-            j_key_s VARCHAR(192) PATH '$.key',
-            j_id_s VARCHAR(192) PATH '$.id'
+            j_key_s {{ text('VARCHAR(192)') }} PATH '$.key',
+            j_id_s {{ text('VARCHAR(192)') }} PATH '$.id'
         )) AS k
     )
 {%- endmacro %}
@@ -209,9 +259,26 @@ IF(LEFT({{ e }}.j_metadata, 1) = '{', {{ e }}.j_metadata, NULL)
 COALESCE({{ e }}.j_delay_n, 0)
 {%- endmacro %}
 
+{#- Whether a text is base64 as FROM_BASE64 decodes it, without calling it (on bad data it warns,
+    and a routine's strict mode makes that an error): spaces, tabs, line breaks, vertical tabs and
+    form feeds removed, the rest is the RFC 4648 alphabet padded to a multiple of 4. Checked
+    against FROM_BASE64 on both servers by tests/protocol/test_publish.py. -#}
+{% macro base64_valid(x) -%}
+(CHAR_LENGTH({{ strip_space(x) }}) % 4 = 0 AND {{ strip_space(x) }} REGEXP '^[A-Za-z0-9+/]*={0,2}$')
+{%- endmacro %}
+{% macro strip_space(x) -%}
+{%- set ns = namespace(out=x) -%}
+{%- for c in [9, 10, 11, 12, 13, 32] -%}
+{%- set ns.out = 'REPLACE(' ~ ns.out ~ ', CHAR(' ~ c ~ ' USING utf8mb4), \'\')' -%}
+{%- endfor -%}
+{{ ns.out }}
+{%- endmacro %}
+
 {#- What is wrong with batch element `e`, or NULL when it is valid (the message names the field).
-    fast=True leaves out the base64 check: the insert that uses it stores FROM_BASE64's NULL for bad
-    base64 into a NOT NULL column, which fails it the same way. -#}
+    Base64 is what FROM_BASE64 decodes, the same on both servers: the RFC 4648 alphabet, padded
+    to a multiple of 4, with spaces, tabs and line breaks ignored anywhere (TO_BASE64 writes a line
+    break every 76 characters). fast=True leaves that check out: the insert that uses it stores
+    FROM_BASE64's NULL for bad base64 into a NOT NULL column, which fails it the same way. -#}
 {% macro batch_problem(e='e', fast=False) -%}
 CASE
             WHEN NOT (
@@ -233,13 +300,8 @@ CASE
                 + (COALESCE(LEFT({{ e }}.j_payload_b64, 1), '') = '"') <> 1
                 THEN 'must have exactly one of payload (string) and payload_b64 (base64 string)'
             {%- if not fast %}
-            WHEN
-                {{ e }}.j_payload_b64 IS NOT NULL
-                AND (
-                    CHAR_LENGTH(JSON_UNQUOTE({{ e }}.j_payload_b64)) % 4 <> 0
-                    OR JSON_UNQUOTE({{ e }}.j_payload_b64) NOT REGEXP '^[A-Za-z0-9+/]*={0,2}$'
-                )
-                THEN 'payload_b64 must be valid base64'
+            WHEN {{ e }}.j_payload_b64 IS NOT NULL AND NOT {{ base64_valid('JSON_UNQUOTE(' ~ e ~ '.j_payload_b64)') }}
+                THEN 'payload_b64 must be base64 (RFC 4648 alphabet with padding; whitespace is ignored)'
             {%- endif %}
             WHEN NOT ({{ e }}.j_metadata IS NULL OR LEFT({{ e }}.j_metadata, 1) IN ('n', '{'))
                 THEN 'metadata must be null or a JSON object'

@@ -1,12 +1,13 @@
 {% import '_macros.sql' as m %}
 -- Appends one message to a topic inside the caller's transaction; never commits or rolls back (G2).
 -- Shared by publish, dead-lettering and redrive: the partition row lock orders offsets (G1, G3).
+-- Returns the offset (the first one for a duplicate), the partition and the id (generated if NULL).
 CREATE PROCEDURE queue__append(
     IN p_topic {{ m.name_local() }},
     IN p_partition_key {{ m.name_local() }},
     IN p_id {{ m.name_local() }},
     IN p_payload LONGBLOB,
-    IN p_metadata LONGTEXT,
+    IN p_metadata {{ m.text('LONGTEXT') }},
     IN p_delay_ms BIGINT,
     IN p_now BIGINT,
     IN p_target_group {{ m.name_local() }},
@@ -15,9 +16,11 @@ CREATE PROCEDURE queue__append(
     IN p_origin_offset BIGINT,
     IN p_origin_message_id {{ m.name_local() }},
     IN p_failures INT,
-    IN p_last_error TEXT,
+    IN p_last_error {{ m.text('TEXT') }},
     OUT p_offset BIGINT,
-    OUT p_duplicate TINYINT
+    OUT p_duplicate TINYINT,
+    OUT p_partition_id BIGINT,
+    OUT p_message_id {{ m.name_local() }}
 )
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
@@ -93,7 +96,7 @@ BEGIN
             IF v_existing IS NULL THEN
                 -- the key that clashed was the offset, not the id: never report that as a duplicate
                 SIGNAL SQLSTATE '45000'
-                    SET MESSAGE_TEXT = 'mysqlq: offset already taken in the partition; the sequence row was not locked';
+                    SET MESSAGE_TEXT = '{{ m.E_INTERNAL }} offset already taken in the partition; the sequence row was not locked';
             END IF;
         END IF;
     END IF;
@@ -104,4 +107,6 @@ BEGIN
         SET p_offset = v_existing;
         SET p_duplicate = 1;
     END IF;
+    SET p_partition_id = v_pid;
+    SET p_message_id = v_id;
 END

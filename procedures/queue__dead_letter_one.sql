@@ -6,7 +6,7 @@ CREATE PROCEDURE queue__dead_letter_one(
     IN p_partition_id BIGINT,
     IN p_offset BIGINT,
     IN p_attempts INT,
-    IN p_error TEXT,
+    IN p_error {{ m.text('TEXT') }},
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
@@ -16,10 +16,12 @@ BEGIN
     DECLARE v_key {{ m.name_local() }};
     DECLARE v_id {{ m.name_local() }};
     DECLARE v_payload LONGBLOB;
-    DECLARE v_metadata LONGTEXT;
+    DECLARE v_metadata {{ m.text('LONGTEXT') }};
     DECLARE v_dlq {{ m.name_local() }};
     DECLARE v_dlq_offset BIGINT;
     DECLARE v_duplicate TINYINT;
+    DECLARE v_dlq_pid BIGINT;
+    DECLARE v_dlq_id {{ m.name_local() }};
 
     SELECT
         msg.topic,
@@ -37,7 +39,8 @@ BEGIN
 
     CALL queue__append(
         v_dlq, v_key, NULL, v_payload, v_metadata, 0, p_now,
-        NULL, v_topic, p_group, p_offset, v_id, p_attempts, p_error, v_dlq_offset, v_duplicate
+        NULL, v_topic, p_group, p_offset, v_id, p_attempts, p_error, v_dlq_offset, v_duplicate,
+        v_dlq_pid, v_dlq_id
     );
 
     INSERT INTO queue_delivery_state (

@@ -23,12 +23,12 @@ IF(p_action = {{ m.ACTION_RELEASE }}, GREATEST(v_attempts - 1, 0), v_attempts)
 -- transaction; a stale token is counted and left alone (G4). Returns (settled, stale, dead_lettered).
 CREATE PROCEDURE queue__settle(
     IN p_group {{ m.name_local() }},
-    IN p_deliveries LONGTEXT,
+    IN p_deliveries {{ m.text('LONGTEXT') }},
     -- the outcome, one of the ACTION_* codes of _macros.sql: ack, nack, extend, dead-letter,
     -- release unstarted (no attempt charged)
     IN p_action TINYINT,
     IN p_ms BIGINT,
-    IN p_error TEXT,
+    IN p_error {{ m.text('TEXT') }},
     IN p_now BIGINT
 )
 MODIFIES SQL DATA

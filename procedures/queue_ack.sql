@@ -3,7 +3,7 @@
 -- Returns one row (settled, stale); a stale token (the message was redelivered) changes nothing (G4).
 CREATE PROCEDURE queue_ack(
     IN p_group {{ m.name_param() }},
-    IN p_deliveries LONGTEXT,
+    IN p_deliveries {{ m.text('LONGTEXT') }},
     IN p_now BIGINT
 )
 MODIFIES SQL DATA

@@ -21,7 +21,7 @@ BEGIN
     DECLARE v_quota INT;
     DECLARE v_held INT;
     DECLARE v_x BIGINT;
-    DECLARE v_missing LONGTEXT;
+    DECLARE v_missing {{ m.text('LONGTEXT') }};
     {{ m.own_transaction_handler() }};
 
     {{ m.check_identifier('p_group') }};
@@ -44,7 +44,7 @@ BEGIN
     WHERE s.group_name = v_group AND s.topic = v_topic
     FOR UPDATE;
     IF v_live = 0 THEN
-        {{ m.fail('p_group is not subscribed to p_topic: call queue_subscribe first') }};
+        {{ m.fail(m.E_NOT_SUBSCRIBED, 'p_group is not subscribed to p_topic: call queue_subscribe first') }};
     END IF;
     INSERT INTO queue_subscriber_heartbeats (
         group_name, topic, subscriber, started_at, heartbeat_at, expires_at

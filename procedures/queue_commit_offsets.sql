@@ -4,7 +4,7 @@
 CREATE PROCEDURE queue_commit_offsets(
     IN p_group {{ m.name_param() }},
     IN p_topic {{ m.name_param() }},
-    IN p_offsets LONGTEXT,
+    IN p_offsets {{ m.text('LONGTEXT') }},
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
@@ -36,10 +36,10 @@ BEGIN
     {{ m.check_identifier('p_group') }};
     {{ m.check_identifier('p_topic') }};
     IF p_offsets IS NULL OR NOT JSON_VALID(p_offsets) OR JSON_TYPE(p_offsets) <> 'ARRAY' THEN
-        {{ m.fail('p_offsets must be a JSON array of [partition_id, offset]') }};
+        {{ m.fail(m.E_OFFSETS, 'p_offsets must be a JSON array of [partition_id, offset]') }};
     END IF;
     IF JSON_LENGTH(p_offsets) > 100000 THEN
-        {{ m.fail('p_offsets must hold at most 100000 offsets') }};
+        {{ m.fail(m.E_OFFSETS, 'p_offsets must hold at most 100000 offsets') }};
     END IF;
     IF EXISTS (
         SELECT 1
@@ -50,7 +50,7 @@ BEGIN
             OR COALESCE(JSON_TYPE(JSON_EXTRACT(j.j_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
             OR JSON_EXTRACT(j.j_elem, '$[1]') < 0
     ) THEN
-        {{ m.fail('p_offsets must be a JSON array of [partition_id, offset]') }};
+        {{ m.fail(m.E_OFFSETS, 'p_offsets must be a JSON array of [partition_id, offset]') }};
     END IF;
     {{ m.check_now() }};
     SET v_group = p_group;
@@ -59,7 +59,7 @@ BEGIN
         SELECT 1 FROM queue_subscriptions AS s
         WHERE s.group_name = v_group AND s.topic = v_topic
     ) THEN
-        {{ m.fail('p_group is not subscribed to p_topic: call queue_subscribe first') }};
+        {{ m.fail(m.E_NOT_SUBSCRIBED, 'p_group is not subscribed to p_topic: call queue_subscribe first') }};
     END IF;
     -- every offset must name a partition of the topic and must not pass its committed end; plain
     -- reads (SELECT ... INTO): an IF EXISTS (SELECT ...) would take shared locks and wait for a
@@ -73,7 +73,7 @@ BEGIN
     LEFT JOIN queue_partitions AS p ON j.j_pid = p.partition_id AND p.topic = v_topic
     WHERE p.partition_id IS NULL OR j.j_off > p.last_offset;
     IF v_bad > 0 THEN
-        {{ m.fail('p_offsets must name partitions of p_topic, offsets <= last_offset') }};
+        {{ m.fail(m.E_OFFSETS, 'p_offsets must name partitions of p_topic, offsets <= last_offset') }};
     END IF;
     -- a group that keeps its own offsets is not also consumed by subscribers (their cursors)
     SELECT COUNT(*) INTO v_bad
@@ -82,7 +82,7 @@ BEGIN
         l.group_name = v_group AND l.topic = v_topic
         AND l.leased_by IS NOT NULL AND l.expires_at > v_now;
     IF v_bad > 0 THEN
-        {{ m.fail('p_group has live subscriber leases on p_topic: it cannot also commit offsets') }};
+        {{ m.fail(m.E_LEASED, 'p_group has live subscriber leases on p_topic: it cannot also commit offsets') }};
     END IF;
 
     START TRANSACTION;

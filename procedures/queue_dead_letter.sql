@@ -3,8 +3,8 @@
 -- Returns one row (settled, stale).
 CREATE PROCEDURE queue_dead_letter(
     IN p_group {{ m.name_param() }},
-    IN p_deliveries LONGTEXT,
-    IN p_error TEXT,
+    IN p_deliveries {{ m.text('LONGTEXT') }},
+    IN p_error {{ m.text('TEXT') }},
     IN p_now BIGINT
 )
 MODIFIES SQL DATA

@@ -3,7 +3,7 @@
 -- message was redelivered since) changes nothing (G4). Returns one row (settled, stale).
 CREATE PROCEDURE queue_extend(
     IN p_group {{ m.name_param() }},
-    IN p_deliveries LONGTEXT,
+    IN p_deliveries {{ m.text('LONGTEXT') }},
     IN p_visibility_ms BIGINT,
     IN p_now BIGINT
 )

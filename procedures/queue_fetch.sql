@@ -47,9 +47,9 @@ BEGIN
     DECLARE v_x BIGINT;
     DECLARE v_dirty INT;
     DECLARE v_delivered INT DEFAULT 0;
-    DECLARE v_out LONGTEXT DEFAULT '[]';
-    DECLARE v_waiting LONGTEXT;
-    DECLARE v_redelivered LONGTEXT;
+    DECLARE v_out {{ m.text('LONGTEXT') }} DEFAULT '[]';
+    DECLARE v_waiting {{ m.text('LONGTEXT') }};
+    DECLARE v_redelivered {{ m.text('LONGTEXT') }};
     -- the longest cursor range delivered, for the final read
     DECLARE v_span INT DEFAULT 1;
     DECLARE v_has_offsets INT;
@@ -80,7 +80,7 @@ BEGIN
     SELECT MAX(s.max_attempts) INTO v_max_attempts FROM queue_subscriptions AS s
     WHERE s.group_name = v_group AND s.topic = v_topic;
     IF v_max_attempts IS NULL THEN
-        {{ m.fail('p_group is not subscribed to p_topic: call queue_subscribe first') }};
+        {{ m.fail(m.E_NOT_SUBSCRIBED, 'p_group is not subscribed to p_topic: call queue_subscribe first') }};
     END IF;
 
     -- READ COMMITTED: the offsets row lock orders every writer of a partition's delivery state,

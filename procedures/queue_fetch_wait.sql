@@ -28,7 +28,7 @@ BEGIN
     {{ m.check_identifier('p_topic') }};
     {{ m.check_name('p_subscriber') }};
     IF p_wait_ms IS NULL OR p_wait_ms NOT BETWEEN 0 AND 60000 THEN
-        {{ m.fail('p_wait_ms must be set and between 0 and 60000 ms') }};
+        {{ m.fail(m.E_DURATION, 'p_wait_ms must be set and between 0 and 60000 ms') }};
     END IF;
     {{ m.check_now() }};
     SET v_group = p_group;

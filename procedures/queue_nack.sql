@@ -3,9 +3,9 @@
 -- group's DLQ when it has had max_attempts deliveries (G10). Returns one row (settled, stale).
 CREATE PROCEDURE queue_nack(
     IN p_group {{ m.name_param() }},
-    IN p_deliveries LONGTEXT,
+    IN p_deliveries {{ m.text('LONGTEXT') }},
     IN p_delay_ms BIGINT,
-    IN p_error TEXT,
+    IN p_error {{ m.text('TEXT') }},
     IN p_now BIGINT
 )
 MODIFIES SQL DATA

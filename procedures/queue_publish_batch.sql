@@ -1,25 +1,26 @@
 {% import '_macros.sql' as m %}
 -- Publishes many messages to one topic in one round trip: p_messages is a JSON array of objects
--- {key, id, payload | payload_b64, metadata, delay_ms}. Returns (idx, offset, duplicate) per message.
+-- {key, id, payload | payload_b64, metadata, delay_ms}. Returns (idx, offset, duplicate,
+-- partition_id, id) per message, in input order.
 CREATE PROCEDURE queue_publish_batch(
     IN p_topic {{ m.name_param() }},
-    IN p_messages LONGTEXT
+    IN p_messages {{ m.text('LONGTEXT') }}
 )
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN  -- noqa: LT02
     DECLARE v_now BIGINT DEFAULT {{ m.now_ms('NULL') }};  -- noqa: PRS,LT02
     DECLARE v_topic {{ m.name_local() }};
-    DECLARE v_batch CHAR(36) DEFAULT CAST(UUID() AS CHAR);
+    DECLARE v_batch {{ m.text('CHAR(36)') }} DEFAULT CAST(UUID() AS CHAR);
     DECLARE v_partitions INT;
     DECLARE v_invalid INT DEFAULT 0;
-    DECLARE v_error VARCHAR(255) DEFAULT NULL;
+    DECLARE v_error {{ m.text('VARCHAR(255)') }} DEFAULT NULL;
     DECLARE v_error_idx INT DEFAULT NULL;
-    DECLARE v_before LONGTEXT;
-    DECLARE v_bases LONGTEXT;
+    DECLARE v_before {{ m.text('LONGTEXT') }};
+    DECLARE v_bases {{ m.text('LONGTEXT') }};
     DECLARE v_repeated INT;
     DECLARE v_existing INT;
-    DECLARE v_keys LONGTEXT;
+    DECLARE v_keys {{ m.text('LONGTEXT') }};
     DECLARE v_i INT;
     DECLARE v_pid BIGINT;
     DECLARE v_last BIGINT;
@@ -31,10 +32,10 @@ BEGIN  -- noqa: LT02
 
     {{ m.check_identifier('p_topic') }};
     IF p_messages IS NULL OR NOT JSON_VALID(p_messages) OR p_messages NOT REGEXP '^[[:space:]]*\\[' THEN
-        {{ m.fail('p_messages must be a JSON array of message objects') }};
+        {{ m.fail(m.E_MESSAGES, 'p_messages must be a JSON array of message objects') }};
     END IF;
     IF JSON_LENGTH(p_messages) NOT BETWEEN 1 AND 100000 THEN
-        {{ m.fail('p_messages must hold 1 to 100000 messages') }};
+        {{ m.fail(m.E_MESSAGES, 'p_messages must hold 1 to 100000 messages') }};
     END IF;
     SET v_topic = p_topic;
 
@@ -206,50 +207,78 @@ BEGIN  -- noqa: LT02
 
     -- bad input: name the first bad element by its 0-based index and field (checked on the
     -- careful path too, which must not store what the one-pass insert would have refused)
+    -- (no ORDER BY over the elements: sorting rows that carry large payloads needs more than
+    -- MySQL's default sort_buffer_size, error 1038; MIN and a point lookup sort nothing)
     IF v_invalid = 1 OR v_conflict = 1 THEN
-        SELECT
-            v.j_idx,
-            v.problem
-        INTO v_error_idx, v_error
+        SELECT MIN(v.j_idx) INTO v_error_idx
         FROM (
             SELECT
                 e.j_idx,
                 {{ m.batch_problem() }} AS problem
             FROM {{ m.batch_elements() }} AS e
         ) AS v
-        WHERE v.problem IS NOT NULL
-        ORDER BY v.j_idx
-        LIMIT 1;
+        WHERE v.problem IS NOT NULL;
+        IF v_error_idx IS NOT NULL THEN
+            SELECT v.problem INTO v_error
+            FROM (
+                SELECT
+                    e.j_idx,
+                    {{ m.batch_problem() }} AS problem
+                FROM {{ m.batch_elements() }} AS e
+            ) AS v
+            WHERE v.j_idx = v_error_idx;
+        END IF;
         IF v_error IS NULL AND v_invalid = 1 THEN
-            {{ m.fail('p_messages could not be stored') }};
+            {{ m.fail(m.E_NOT_STORED, 'p_messages could not be stored') }};
         END IF;
     END IF;
     IF v_error IS NOT NULL THEN
         IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_messages, CONCAT('$[', v_error_idx - 1, ']'))), '') <> 'OBJECT' THEN
             SET v_error = 'must be a JSON object';
         END IF;
-        SET v_error = CONCAT('p_messages[', v_error_idx - 1, '] ', v_error);
+        SET v_error = CONCAT('{{ m.E_ELEMENT }} p_messages[', v_error_idx - 1, '] ', v_error);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_error;
     END IF;
 
-    -- a repeated id (in the batch, or in the log): message by message
+    -- a repeated id (in the batch, or in the log): message by message, in input order. The
+    -- elements go through a session table first, read back by its primary key: ordering the
+    -- JSON_TABLE rows would sort their payloads (error 1038 past MySQL's sort_buffer_size)
     IF v_conflict = 1 THEN
+        DROP TEMPORARY TABLE IF EXISTS queue__publish_elements;
+        CREATE TEMPORARY TABLE queue__publish_elements (
+            idx INT NOT NULL,
+            msg_key {{ m.name_local() }} NULL,
+            msg_id {{ m.name_local() }} NOT NULL,
+            payload LONGBLOB NOT NULL,
+            metadata {{ m.text('LONGTEXT') }} NULL,
+            delay_ms BIGINT NOT NULL,
+            PRIMARY KEY (idx)
+        ) ENGINE = InnoDB;
+        INSERT INTO queue__publish_elements (idx, msg_key, msg_id, payload, metadata, delay_ms)
+        SELECT
+            e.j_idx,
+            e.msg_key,
+            e.msg_id,
+            {{ m.batch_payload() }},
+            {{ m.batch_metadata() }},
+            {{ m.batch_delay() }}
+        FROM {{ m.batch_elements() }} AS e;
         BEGIN
             DECLARE v_done INT DEFAULT 0;
             DECLARE v_key {{ m.name_local() }};
             DECLARE v_id {{ m.name_local() }};
             DECLARE v_payload LONGBLOB;
-            DECLARE v_metadata LONGTEXT;
+            DECLARE v_metadata {{ m.text('LONGTEXT') }};
             DECLARE v_delay BIGINT;
             DECLARE c_elements CURSOR FOR
                 SELECT
-                    e.msg_key,
-                    e.msg_id,
-                    {{ m.batch_payload() }},
-                    {{ m.batch_metadata() }},
-                    {{ m.batch_delay() }}
-                FROM {{ m.batch_elements() }} AS e
-                ORDER BY e.j_idx;
+                    pe.msg_key,
+                    pe.msg_id,
+                    pe.payload,
+                    pe.metadata,
+                    pe.delay_ms
+                FROM queue__publish_elements AS pe
+                ORDER BY pe.idx;
             DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
             OPEN c_elements;
             element_loop: LOOP
@@ -260,11 +289,12 @@ BEGIN  -- noqa: LT02
                 END IF;
                 CALL queue__append(
                     v_topic, v_key, v_id, v_payload, v_metadata, v_delay, v_now,
-                    NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate
+                    NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate, v_pid, v_id
                 );
             END LOOP;
             CLOSE c_elements;
         END;
+        DROP TEMPORARY TABLE queue__publish_elements;
     END IF;
 
     IF v_conflict = 0 THEN
@@ -286,7 +316,9 @@ BEGIN  -- noqa: LT02
         SELECT
             o.idx - 1 AS idx,
             tp.base_offset + o.new_rank AS `offset`,
-            0 AS duplicate
+            0 AS duplicate,
+            tp.partition_id,
+            o.msg_id AS id
         FROM queue__publish_offsets AS o
         INNER JOIN queue__publish_partitions AS tp ON o.part_no = tp.part_no
         ORDER BY o.idx;
@@ -313,7 +345,9 @@ BEGIN  -- noqa: LT02
             IF(
                 msg.msg_offset <= CAST(JSON_EXTRACT(v_before, CONCAT('$."', p.partition_id, '"')) AS SIGNED)
                 OR e.j_idx > MIN(e.j_idx) OVER (PARTITION BY p.partition_id, e.msg_id), 1, 0
-            ) AS duplicate
+            ) AS duplicate,
+            p.partition_id,
+            msg.message_id AS id
         FROM {{ m.batch_keys() }} AS e
         INNER JOIN queue_partitions AS p
             ON p.topic = v_topic AND p.partition_key = {{ m.batch_part_key() }} AND p.slot = {{ m.batch_slot() }}

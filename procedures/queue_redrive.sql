@@ -20,12 +20,14 @@ BEGIN
     DECLARE v_topic {{ m.name_local() }};
     DECLARE v_key {{ m.name_local() }};
     DECLARE v_payload LONGBLOB;
-    DECLARE v_metadata LONGTEXT;
+    DECLARE v_metadata {{ m.text('LONGTEXT') }};
     DECLARE v_group {{ m.name_local() }};
     DECLARE v_origin_offset BIGINT;
     DECLARE v_origin_id {{ m.name_local() }};
     DECLARE v_new_offset BIGINT;
     DECLARE v_duplicate TINYINT;
+    DECLARE v_new_pid BIGINT;
+    DECLARE v_new_id {{ m.name_local() }};
     DECLARE c_partitions CURSOR FOR
         SELECT p.partition_id FROM queue_partitions AS p
         WHERE p.topic = v_dlq
@@ -70,7 +72,7 @@ BEGIN
                 CALL queue__append(
                     v_topic, v_key, NULL, v_payload, v_metadata, 0, v_now,
                     v_group, v_topic, v_group, v_origin_offset, v_origin_id, NULL, NULL,
-                    v_new_offset, v_duplicate
+                    v_new_offset, v_duplicate, v_new_pid, v_new_id
                 );
                 SET v_redriven = v_redriven + 1;
             END IF;

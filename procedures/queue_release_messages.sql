@@ -3,7 +3,7 @@
 -- (graceful stop). Returns one row (settled, stale).
 CREATE PROCEDURE queue_release_messages(
     IN p_group {{ m.name_param() }},
-    IN p_deliveries LONGTEXT,
+    IN p_deliveries {{ m.text('LONGTEXT') }},
     IN p_now BIGINT
 )
 MODIFIES SQL DATA

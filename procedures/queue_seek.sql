@@ -29,7 +29,7 @@ BEGIN
     {{ m.check_identifier('p_topic') }};
     {{ m.check_optional_name('p_partition_key') }};
     IF p_offset IS NOT NULL AND p_offset < 0 THEN
-        {{ m.fail('p_offset must be NULL (end) or an offset >= 0') }};
+        {{ m.fail(m.E_OFFSETS, 'p_offset must be NULL (end) or an offset >= 0') }};
     END IF;
     {{ m.check_now() }};
     SET v_group = p_group;
@@ -39,7 +39,7 @@ BEGIN
         SELECT 1 FROM queue_subscriptions AS s
         WHERE s.group_name = v_group AND s.topic = v_topic
     ) THEN
-        {{ m.fail('p_group is not subscribed to p_topic: call queue_subscribe first') }};
+        {{ m.fail(m.E_NOT_SUBSCRIBED, 'p_group is not subscribed to p_topic: call queue_subscribe first') }};
     END IF;
 
     START TRANSACTION;

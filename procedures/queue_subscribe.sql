@@ -14,7 +14,7 @@ MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
     DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};
-    DECLARE v_dlq TEXT;
+    DECLARE v_dlq {{ m.text('TEXT') }};
     DECLARE v_max_attempts INT;
     {{ m.own_transaction_handler() }};
 
@@ -22,12 +22,12 @@ BEGIN
     {{ m.check_identifier('p_topic') }};
     {{ m.check_optional_name('p_subscriber') }};
     IF p_max_attempts IS NOT NULL AND p_max_attempts NOT BETWEEN 1 AND 1000 THEN
-        {{ m.fail('p_max_attempts must be NULL or between 1 and 1000') }};
+        {{ m.fail(m.E_MAX_ATTEMPTS, 'p_max_attempts must be NULL or between 1 and 1000') }};
     END IF;
     IF p_dlq_topic IS NOT NULL THEN
         {{ m.check_identifier('p_dlq_topic') }};
         IF p_dlq_topic = p_topic THEN
-            {{ m.fail('p_dlq_topic must differ from p_topic') }};
+            {{ m.fail(m.E_DLQ, 'p_dlq_topic must differ from p_topic') }};
         END IF;
     END IF;
     {{ m.check_ms('p_lease_ms', low=1) }};
@@ -42,7 +42,7 @@ BEGIN
     FROM queue_topics AS t
     WHERE t.topic = p_topic;
     IF CHAR_LENGTH(v_dlq) > 191 THEN
-        {{ m.fail('p_topic is too long for its DLQ topic name: pass p_dlq_topic') }};
+        {{ m.fail(m.E_DLQ, 'p_topic is too long for its DLQ topic name: pass p_dlq_topic') }};
     END IF;
     INSERT INTO queue_subscriptions (group_name, topic, max_attempts, dlq_topic, created_at)
     VALUES (p_group, p_topic, v_max_attempts, v_dlq, v_now)

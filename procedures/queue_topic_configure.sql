@@ -15,16 +15,16 @@ BEGIN
 
     {{ m.check_identifier('p_topic') }};
     IF p_partitions IS NOT NULL AND p_partitions NOT BETWEEN 1 AND 4096 THEN
-        {{ m.fail('p_partitions must be NULL or between 1 and 4096') }};
+        {{ m.fail(m.E_PARTITIONS, 'p_partitions must be NULL or between 1 and 4096') }};
     END IF;
     IF p_max_attempts IS NOT NULL AND p_max_attempts NOT BETWEEN 1 AND 1000 THEN
-        {{ m.fail('p_max_attempts must be NULL or between 1 and 1000') }};
+        {{ m.fail(m.E_MAX_ATTEMPTS, 'p_max_attempts must be NULL or between 1 and 1000') }};
     END IF;
     IF p_dlq_suffix IS NOT NULL AND (
         CHAR_LENGTH(p_dlq_suffix) NOT BETWEEN 1 AND 64
         OR p_dlq_suffix REGEXP '[^A-Za-z0-9._:/-]'
     ) THEN
-        {{ m.fail('p_dlq_suffix must be NULL or 1 to 64 characters of A-Z a-z 0-9 . _ - : /') }};
+        {{ m.fail(m.E_DLQ, 'p_dlq_suffix must be NULL or 1 to 64 characters of A-Z a-z 0-9 . _ - : /') }};
     END IF;
     {{ m.check_ms('p_retention_ms') }};
 

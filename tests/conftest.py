@@ -139,6 +139,20 @@ def module_db(
 
 
 @pytest.fixture
+def latin1_db(
+    server: localserver.Server,
+    template: ThrowawayDatabase,
+    schema_objects: list[SchemaObject],
+    head_revision: str | None,
+    admin: Admin,
+) -> Iterator[ThrowawayDatabase]:
+    """A fresh database created with CHARACTER SET latin1 (the default of many older servers and
+    dumps), with the mysqlq schema installed in it; dropped after the test."""
+    with fresh_database(admin, server, schema_objects, head_revision, charset="latin1") as database:
+        yield database
+
+
+@pytest.fixture
 def empty_db(server: localserver.Server, admin: Admin) -> Iterator[ThrowawayDatabase]:
     """A fresh empty database (no mysqlq schema); dropped after the test."""
     with fresh_database(admin, server, None) as database:

@@ -2,7 +2,7 @@
 
 >>> client = mysqlq.connect("mysql://app:secret@db:3306/app")       # or env MYSQLQ_DSN
 >>> client.publish("orders", b"...", key="customer-42", id="order-1001")
-PublishResult(offset=1, duplicate=False)
+PublishResult(offset=1, duplicate=False, partition_id=1, id="order-1001")
 >>> with client.transaction() as tx:                                # the outbox pattern
 ...     tx.execute("INSERT INTO invoices (id) VALUES (%s)", (7,))
 ...     tx.publish("invoices", b'{"id": 7}', key="customer-42")
@@ -31,8 +31,17 @@ __all__ = ["Client", "PublishResult", "Transaction", "connect"]
 
 
 class PublishResult(NamedTuple):
+    """Where a published message is: its offset in its partition (the first one's when the id
+    was published before, G1), its partition and its id (the generated one if none was given)."""
+
     offset: int
     duplicate: bool
+    partition_id: int
+    id: str
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> PublishResult:
+        return cls(int(row["offset"]), bool(row["duplicate"]), int(row["partition_id"]), row["id"])
 
 
 def connect(dsn: str | None = None, *, check_version: bool = True) -> Client:
@@ -59,7 +68,7 @@ class _Publisher:
             codec.delay_ms(delay),
         )
         (row,) = self._call_rows(_sql.PUBLISH, args)
-        return PublishResult(int(row["offset"]), bool(row["duplicate"]))
+        return PublishResult.from_row(row)
 
     def _publish_batch(self, topic, messages, chunk_size) -> list[PublishResult]:
         elements = codec.batch_elements(messages, chunk_size)
@@ -72,7 +81,7 @@ class _Publisher:
         rows = self._call_rows(
             _sql.PUBLISH_BATCH, (topic, json.dumps(chunk, separators=(",", ":")))
         )
-        return [PublishResult(int(r["offset"]), bool(r["duplicate"])) for r in rows]
+        return [PublishResult.from_row(r) for r in rows]
 
 
 class Transaction(_Publisher):
@@ -186,7 +195,7 @@ class Client(_Publisher):
             codec.delay_ms(delay),
         )
         (row,) = self._call_safely(_sql.PUBLISH, args)
-        return PublishResult(int(row["offset"]), bool(row["duplicate"]))
+        return PublishResult.from_row(row)
 
     def publish_batch(
         self,
@@ -208,7 +217,7 @@ class Client(_Publisher):
         for start in range(0, len(elements), chunk_size):
             chunk = elements[start : start + chunk_size]
             rows = self._call_safely(_sql.PUBLISH_BATCH, (topic, json.dumps(chunk)))
-            results.extend(PublishResult(int(r["offset"]), bool(r["duplicate"])) for r in rows)
+            results.extend(PublishResult.from_row(r) for r in rows)
         return results
 
     @contextlib.contextmanager

@@ -247,7 +247,8 @@ def publish_result_json(topic: str, message: Mapping[str, Any], result: Any) -> 
     return {
         "topic": topic,
         "key": message["key"],
-        "id": message["id"],
+        "id": result.id,
+        "partition_id": result.partition_id,
         "offset": result.offset,
         "duplicate": result.duplicate,
     }

@@ -4,7 +4,8 @@ Every exception the driver raises derives from :class:`Error`.  Server errors
 are translated by :func:`translate` (or the :func:`translating` context manager)
 from the error number the server reported:
 
-* ``SIGNAL SQLSTATE '45000'`` in a procedure (errno 1644) -> :class:`InvalidArgument`
+* ``SIGNAL SQLSTATE '45000'`` in a procedure (errno 1644) -> :class:`InvalidArgument`, with
+  ``code`` the stable code its message starts with (``MQ011``; docs/protocol.md lists them)
 * a value the server cannot convert to a parameter's declared type (1264 out of range, 1265
   truncated, 1366 incorrect integer or string value such as invalid UTF-8, 1406 too long) ->
   :class:`InvalidArgument`, its message starting with the parameter's name
@@ -55,6 +56,9 @@ class Error(Exception):
         super().__init__(message)
         self.message = message
         self.errno = errno
+        # the procedures' stable error code (MQ001 ...), when a procedure raised it
+        m = _CODE.match(message)
+        self.code: str | None = m.group(1) if m else None
 
 
 class InvalidDSN(Error, ValueError):
@@ -110,6 +114,7 @@ ER_BINLOG_STMT_MODE_AND_ROW_ENGINE = 1665
 # the server refuses an argument it cannot convert to the parameter's type before the call runs
 DENIED_ERRNOS = frozenset({1044, 1142, 1143, 1227, 1370})
 CONVERSION_ERRNOS = frozenset({1264, 1265, 1366, 1406})
+_CODE = re.compile(r"(MQ\d{3}) ")
 _COLUMN = re.compile(r"for column (?:``\.``\.)?[`'](p_\w+)[`']")
 
 CONNECTION_ERRNOS = frozenset(

@@ -162,7 +162,7 @@ CREATE PROCEDURE queue__append(
     IN p_partition_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_payload LONGBLOB,
-    IN p_metadata LONGTEXT,
+    IN p_metadata LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_delay_ms BIGINT,
     IN p_now BIGINT,
     IN p_target_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
@@ -171,9 +171,11 @@ CREATE PROCEDURE queue__append(
     IN p_origin_offset BIGINT,
     IN p_origin_message_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_failures INT,
-    IN p_last_error TEXT,
+    IN p_last_error TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     OUT p_offset BIGINT,
-    OUT p_duplicate TINYINT
+    OUT p_duplicate TINYINT,
+    OUT p_partition_id BIGINT,
+    OUT p_message_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
 )
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
@@ -241,7 +243,7 @@ BEGIN
             LOCK IN SHARE MODE;
             IF v_existing IS NULL THEN
                 SIGNAL SQLSTATE '45000'
-                    SET MESSAGE_TEXT = 'mysqlq: offset already taken in the partition; the sequence row was not locked';
+                    SET MESSAGE_TEXT = 'MQ090 offset already taken in the partition; the sequence row was not locked';
             END IF;
         END IF;
     END IF;
@@ -252,6 +254,8 @@ BEGIN
         SET p_offset = v_existing;
         SET p_duplicate = 1;
     END IF;
+    SET p_partition_id = v_pid;
+    SET p_message_id = v_id;
 END
 
 -- mysqlq:object procedure queue__dead_letter_one
@@ -260,7 +264,7 @@ CREATE PROCEDURE queue__dead_letter_one(
     IN p_partition_id BIGINT,
     IN p_offset BIGINT,
     IN p_attempts INT,
-    IN p_error TEXT,
+    IN p_error TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
@@ -270,10 +274,12 @@ BEGIN
     DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_payload LONGBLOB;
-    DECLARE v_metadata LONGTEXT;
+    DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_dlq VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_dlq_offset BIGINT;
     DECLARE v_duplicate TINYINT;
+    DECLARE v_dlq_pid BIGINT;
+    DECLARE v_dlq_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
 
     SELECT
         msg.topic,
@@ -291,7 +297,8 @@ BEGIN
 
     CALL queue__append(
         v_dlq, v_key, NULL, v_payload, v_metadata, 0, p_now,
-        NULL, v_topic, p_group, p_offset, v_id, p_attempts, p_error, v_dlq_offset, v_duplicate
+        NULL, v_topic, p_group, p_offset, v_id, p_attempts, p_error, v_dlq_offset, v_duplicate,
+        v_dlq_pid, v_dlq_id
     );
 
     INSERT INTO queue_delivery_state (
@@ -332,10 +339,10 @@ END
 -- mysqlq:object procedure queue__settle
 CREATE PROCEDURE queue__settle(
     IN p_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_deliveries LONGTEXT,
+    IN p_deliveries LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_action TINYINT,
     IN p_ms BIGINT,
-    IN p_error TEXT,
+    IN p_error TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
@@ -540,7 +547,7 @@ END
 -- mysqlq:object procedure queue_ack
 CREATE PROCEDURE queue_ack(
     IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_deliveries LONGTEXT,
+    IN p_deliveries LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
@@ -548,13 +555,13 @@ SQL SECURITY DEFINER
 BEGIN
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
         OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_deliveries IS NULL OR NOT JSON_VALID(p_deliveries) OR JSON_TYPE(p_deliveries) <> 'ARRAY' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must be a JSON array of [partition_id, offset, token]';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
     END IF;
     IF JSON_LENGTH(p_deliveries) > 100000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must hold at most 100000 deliveries';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must hold at most 100000 deliveries';
     END IF;
     IF EXISTS (
         SELECT 1
@@ -564,10 +571,10 @@ BEGIN
             OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
             OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[2]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
     ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must be a JSON array of [partition_id, offset, token]';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
     END IF;
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
     CALL queue__settle(p_group, p_deliveries, 1, 0, NULL, p_now);
 END
@@ -593,7 +600,7 @@ BEGIN
     DECLARE v_quota INT;
     DECLARE v_held INT;
     DECLARE v_x BIGINT;
-    DECLARE v_missing LONGTEXT;
+    DECLARE v_missing LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
         ROLLBACK;
@@ -602,20 +609,20 @@ BEGIN
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
         OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
         OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be 1 to 191 characters, not ending in a space';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_subscriber must be 1 to 191 characters, not ending in a space';
     END IF;
     IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1 AND 31536000000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_lease_ms must be set and between 1 and 31536000000 ms';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_lease_ms must be set and between 1 and 31536000000 ms';
     END IF;
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
     SET v_group = p_group;
     SET v_topic = p_topic;
@@ -628,7 +635,7 @@ BEGIN
     WHERE s.group_name = v_group AND s.topic = v_topic
     FOR UPDATE;
     IF v_live = 0 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group is not subscribed to p_topic: call queue_subscribe first';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ011 p_group is not subscribed to p_topic: call queue_subscribe first';
     END IF;
     INSERT INTO queue_subscriber_heartbeats (
         group_name, topic, subscriber, started_at, heartbeat_at, expires_at
@@ -724,7 +731,7 @@ END
 CREATE PROCEDURE queue_commit_offsets(
     IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_offsets LONGTEXT,
+    IN p_offsets LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
@@ -759,17 +766,17 @@ BEGIN
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
         OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
         OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_offsets IS NULL OR NOT JSON_VALID(p_offsets) OR JSON_TYPE(p_offsets) <> 'ARRAY' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_offsets must be a JSON array of [partition_id, offset]';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ015 p_offsets must be a JSON array of [partition_id, offset]';
     END IF;
     IF JSON_LENGTH(p_offsets) > 100000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_offsets must hold at most 100000 offsets';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ015 p_offsets must hold at most 100000 offsets';
     END IF;
     IF EXISTS (
         SELECT 1
@@ -780,10 +787,10 @@ BEGIN
             OR COALESCE(JSON_TYPE(JSON_EXTRACT(j.j_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
             OR JSON_EXTRACT(j.j_elem, '$[1]') < 0
     ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_offsets must be a JSON array of [partition_id, offset]';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ015 p_offsets must be a JSON array of [partition_id, offset]';
     END IF;
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
     SET v_group = p_group;
     SET v_topic = p_topic;
@@ -791,7 +798,7 @@ BEGIN
         SELECT 1 FROM queue_subscriptions AS s
         WHERE s.group_name = v_group AND s.topic = v_topic
     ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group is not subscribed to p_topic: call queue_subscribe first';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ011 p_group is not subscribed to p_topic: call queue_subscribe first';
     END IF;
     SELECT COUNT(*) INTO v_bad
     FROM
@@ -802,7 +809,7 @@ BEGIN
     LEFT JOIN queue_partitions AS p ON j.j_pid = p.partition_id AND p.topic = v_topic
     WHERE p.partition_id IS NULL OR j.j_off > p.last_offset;
     IF v_bad > 0 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_offsets must name partitions of p_topic, offsets <= last_offset';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ015 p_offsets must name partitions of p_topic, offsets <= last_offset';
     END IF;
     SELECT COUNT(*) INTO v_bad
     FROM queue_partition_leases AS l
@@ -810,7 +817,7 @@ BEGIN
         l.group_name = v_group AND l.topic = v_topic
         AND l.leased_by IS NOT NULL AND l.expires_at > v_now;
     IF v_bad > 0 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group has live subscriber leases on p_topic: it cannot also commit offsets';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ016 p_group has live subscriber leases on p_topic: it cannot also commit offsets';
     END IF;
 
     START TRANSACTION;
@@ -848,8 +855,8 @@ END
 -- mysqlq:object procedure queue_dead_letter
 CREATE PROCEDURE queue_dead_letter(
     IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_deliveries LONGTEXT,
-    IN p_error TEXT,
+    IN p_deliveries LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_error TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
@@ -857,13 +864,13 @@ SQL SECURITY DEFINER
 BEGIN
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
         OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_deliveries IS NULL OR NOT JSON_VALID(p_deliveries) OR JSON_TYPE(p_deliveries) <> 'ARRAY' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must be a JSON array of [partition_id, offset, token]';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
     END IF;
     IF JSON_LENGTH(p_deliveries) > 100000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must hold at most 100000 deliveries';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must hold at most 100000 deliveries';
     END IF;
     IF EXISTS (
         SELECT 1
@@ -873,10 +880,10 @@ BEGIN
             OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
             OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[2]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
     ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must be a JSON array of [partition_id, offset, token]';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
     END IF;
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
     CALL queue__settle(p_group, p_deliveries, 4, 0, p_error, p_now);
 END
@@ -902,17 +909,17 @@ BEGIN
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
         OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
         OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be 1 to 191 characters, not ending in a space';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_subscriber must be 1 to 191 characters, not ending in a space';
     END IF;
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
 
     START TRANSACTION;
@@ -933,7 +940,7 @@ END
 -- mysqlq:object procedure queue_extend
 CREATE PROCEDURE queue_extend(
     IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_deliveries LONGTEXT,
+    IN p_deliveries LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_visibility_ms BIGINT,
     IN p_now BIGINT
 )
@@ -942,13 +949,13 @@ SQL SECURITY DEFINER
 BEGIN
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
         OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_deliveries IS NULL OR NOT JSON_VALID(p_deliveries) OR JSON_TYPE(p_deliveries) <> 'ARRAY' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must be a JSON array of [partition_id, offset, token]';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
     END IF;
     IF JSON_LENGTH(p_deliveries) > 100000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must hold at most 100000 deliveries';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must hold at most 100000 deliveries';
     END IF;
     IF EXISTS (
         SELECT 1
@@ -958,13 +965,13 @@ BEGIN
             OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
             OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[2]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
     ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must be a JSON array of [partition_id, offset, token]';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
     END IF;
     IF p_visibility_ms IS NULL OR p_visibility_ms NOT BETWEEN 1 AND 31536000000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_visibility_ms must be set and between 1 and 31536000000 ms';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_visibility_ms must be set and between 1 and 31536000000 ms';
     END IF;
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
     CALL queue__settle(p_group, p_deliveries, 3, p_visibility_ms, NULL, p_now);
 END
@@ -1007,9 +1014,9 @@ BEGIN
     DECLARE v_x BIGINT;
     DECLARE v_dirty INT;
     DECLARE v_delivered INT DEFAULT 0;
-    DECLARE v_out LONGTEXT DEFAULT '[]';
-    DECLARE v_waiting LONGTEXT;
-    DECLARE v_redelivered LONGTEXT;
+    DECLARE v_out LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '[]';
+    DECLARE v_waiting LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_redelivered LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_span INT DEFAULT 1;
     DECLARE v_has_offsets INT;
     DECLARE v_state_rows INT;
@@ -1044,26 +1051,26 @@ BEGIN
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
         OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
         OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be 1 to 191 characters, not ending in a space';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_subscriber must be 1 to 191 characters, not ending in a space';
     END IF;
     IF p_batch_size IS NULL OR p_batch_size NOT BETWEEN 1 AND 10000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_batch_size must be between 1 and 10000';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ004 p_batch_size must be between 1 and 10000';
     END IF;
     IF p_visibility_ms IS NULL OR p_visibility_ms NOT BETWEEN 1 AND 31536000000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_visibility_ms must be set and between 1 and 31536000000 ms';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_visibility_ms must be set and between 1 and 31536000000 ms';
     END IF;
     IF p_max_messages IS NULL OR p_max_messages NOT BETWEEN 1 AND 100000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_max_messages must be between 1 and 100000';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ004 p_max_messages must be between 1 and 100000';
     END IF;
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
     SET v_group = p_group;
     SET v_topic = p_topic;
@@ -1072,7 +1079,7 @@ BEGIN
     SELECT MAX(s.max_attempts) INTO v_max_attempts FROM queue_subscriptions AS s
     WHERE s.group_name = v_group AND s.topic = v_topic;
     IF v_max_attempts IS NULL THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group is not subscribed to p_topic: call queue_subscribe first';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ011 p_group is not subscribed to p_topic: call queue_subscribe first';
     END IF;
 
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
@@ -1340,20 +1347,20 @@ BEGIN
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
         OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
         OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be 1 to 191 characters, not ending in a space';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_subscriber must be 1 to 191 characters, not ending in a space';
     END IF;
     IF p_wait_ms IS NULL OR p_wait_ms NOT BETWEEN 0 AND 60000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_wait_ms must be set and between 0 and 60000 ms';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_wait_ms must be set and between 0 and 60000 ms';
     END IF;
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
     SET v_group = p_group;
     SET v_topic = p_topic;
@@ -1423,10 +1430,10 @@ BEGIN
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
 
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_limit must be between 1 and 1000000';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ004 p_limit must be between 1 and 1000000';
     END IF;
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
 
     OPEN c_partitions;
@@ -1473,20 +1480,20 @@ BEGIN
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
         OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
         OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be 1 to 191 characters, not ending in a space';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_subscriber must be 1 to 191 characters, not ending in a space';
     END IF;
     IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1 AND 31536000000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_lease_ms must be set and between 1 and 31536000000 ms';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_lease_ms must be set and between 1 and 31536000000 ms';
     END IF;
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
 
     INSERT INTO queue_subscriber_heartbeats (
@@ -1507,7 +1514,7 @@ SQL SECURITY DEFINER
 BEGIN
     DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
 
     DELETE FROM queue_subscriber_heartbeats
@@ -1518,9 +1525,9 @@ END
 -- mysqlq:object procedure queue_nack
 CREATE PROCEDURE queue_nack(
     IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_deliveries LONGTEXT,
+    IN p_deliveries LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_delay_ms BIGINT,
-    IN p_error TEXT,
+    IN p_error TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
@@ -1528,13 +1535,13 @@ SQL SECURITY DEFINER
 BEGIN
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
         OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_deliveries IS NULL OR NOT JSON_VALID(p_deliveries) OR JSON_TYPE(p_deliveries) <> 'ARRAY' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must be a JSON array of [partition_id, offset, token]';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
     END IF;
     IF JSON_LENGTH(p_deliveries) > 100000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must hold at most 100000 deliveries';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must hold at most 100000 deliveries';
     END IF;
     IF EXISTS (
         SELECT 1
@@ -1544,13 +1551,13 @@ BEGIN
             OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
             OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[2]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
     ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must be a JSON array of [partition_id, offset, token]';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
     END IF;
     IF p_delay_ms IS NULL OR p_delay_ms NOT BETWEEN 0 AND 31536000000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_delay_ms must be set and between 0 and 31536000000 ms';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_delay_ms must be set and between 0 and 31536000000 ms';
     END IF;
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
     CALL queue__settle(p_group, p_deliveries, 2, p_delay_ms, p_error, p_now);
 END
@@ -1561,7 +1568,7 @@ CREATE PROCEDURE queue_publish(
     IN p_partition_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_id LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_payload LONGBLOB,
-    IN p_metadata LONGTEXT,
+    IN p_metadata LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_delay_ms BIGINT
 )
 MODIFIES SQL DATA
@@ -1569,6 +1576,8 @@ SQL SECURITY DEFINER
 BEGIN
     DECLARE v_offset BIGINT;
     DECLARE v_duplicate TINYINT;
+    DECLARE v_pid BIGINT;
+    DECLARE v_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_own_transaction INT DEFAULT 0;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
@@ -1580,22 +1589,22 @@ BEGIN
 
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
         OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_partition_key IS NOT NULL AND (CHAR_LENGTH(p_partition_key) NOT BETWEEN 1 AND 191 OR p_partition_key LIKE '% ') THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_partition_key must be NULL or 1 to 191 characters, not ending in a space';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_partition_key must be NULL or 1 to 191 characters, not ending in a space';
     END IF;
     IF p_id IS NOT NULL AND (CHAR_LENGTH(p_id) NOT BETWEEN 1 AND 191 OR p_id LIKE '% ') THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_id must be NULL or 1 to 191 characters, not ending in a space';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_id must be NULL or 1 to 191 characters, not ending in a space';
     END IF;
     IF p_payload IS NULL THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_payload must not be NULL';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ007 p_payload must not be NULL';
     END IF;
     IF p_metadata IS NOT NULL AND (NOT JSON_VALID(p_metadata) OR JSON_TYPE(p_metadata) <> 'OBJECT') THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_metadata must be NULL or a JSON object';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ008 p_metadata must be NULL or a JSON object';
     END IF;
     IF p_delay_ms NOT BETWEEN 0 AND 31536000000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_delay_ms must be between 0 and 31536000000 ms';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_delay_ms must be between 0 and 31536000000 ms';
     END IF;
 
     SAVEPOINT mysqlq_publish;
@@ -1609,7 +1618,7 @@ BEGIN
     END IF;
     CALL queue__append(
         p_topic, p_partition_key, p_id, p_payload, p_metadata, p_delay_ms, NULL,
-        NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate
+        NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate, v_pid, v_id
     );
     IF v_own_transaction = 1 THEN
         COMMIT;
@@ -1618,29 +1627,31 @@ BEGIN
     END IF;
     SELECT
         v_offset AS `offset`,
-        v_duplicate AS duplicate;
+        v_duplicate AS duplicate,
+        v_pid AS partition_id,
+        v_id AS id;
 END
 
 -- mysqlq:object procedure queue_publish_batch
 CREATE PROCEDURE queue_publish_batch(
     IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_messages LONGTEXT
+    IN p_messages LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
 )
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
     DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
     DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-    DECLARE v_batch CHAR(36) DEFAULT CAST(UUID() AS CHAR);
+    DECLARE v_batch CHAR(36) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT CAST(UUID() AS CHAR);
     DECLARE v_partitions INT;
     DECLARE v_invalid INT DEFAULT 0;
-    DECLARE v_error VARCHAR(255) DEFAULT NULL;
+    DECLARE v_error VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT NULL;
     DECLARE v_error_idx INT DEFAULT NULL;
-    DECLARE v_before LONGTEXT;
-    DECLARE v_bases LONGTEXT;
+    DECLARE v_before LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_bases LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_repeated INT;
     DECLARE v_existing INT;
-    DECLARE v_keys LONGTEXT;
+    DECLARE v_keys LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_i INT;
     DECLARE v_pid BIGINT;
     DECLARE v_last BIGINT;
@@ -1658,13 +1669,13 @@ BEGIN
 
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
         OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_messages IS NULL OR NOT JSON_VALID(p_messages) OR p_messages NOT REGEXP '^[[:space:]]*\\[' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_messages must be a JSON array of message objects';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ009 p_messages must be a JSON array of message objects';
     END IF;
     IF JSON_LENGTH(p_messages) NOT BETWEEN 1 AND 100000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_messages must hold 1 to 100000 messages';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ009 p_messages must hold 1 to 100000 messages';
     END IF;
     SET v_topic = p_topic;
 
@@ -1717,8 +1728,8 @@ BEGIN
             COALESCE(k.j_id_s, CONCAT(v_batch, ':', k.j_idx)) AS msg_id
         FROM JSON_TABLE(p_messages, '$[*]' COLUMNS (
             j_idx FOR ORDINALITY,
-            j_key_s VARCHAR(192) PATH '$.key',
-            j_id_s VARCHAR(192) PATH '$.id'
+            j_key_s VARCHAR(192) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.key',
+            j_id_s VARCHAR(192) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id'
         )) AS k
     ) AS e
     ) AS k;
@@ -1864,9 +1875,9 @@ BEGIN
         FROM JSON_TABLE(p_messages, '$[*]' COLUMNS (
             j_idx FOR ORDINALITY,
             j_key JSON PATH '$.key',
-            j_key_s VARCHAR(192) PATH '$.key',
+            j_key_s VARCHAR(192) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.key',
             j_id JSON PATH '$.id',
-            j_id_s VARCHAR(192) PATH '$.id',
+            j_id_s VARCHAR(192) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id',
             j_payload JSON PATH '$.payload',
             j_payload_b64 JSON PATH '$.payload_b64',
             j_metadata JSON PATH '$.metadata',
@@ -1880,10 +1891,7 @@ BEGIN
     END IF;
 
     IF v_invalid = 1 OR v_conflict = 1 THEN
-        SELECT
-            v.j_idx,
-            v.problem
-        INTO v_error_idx, v_error
+        SELECT MIN(v.j_idx) INTO v_error_idx
         FROM (
             SELECT
                 e.j_idx,
@@ -1905,13 +1913,8 @@ BEGIN
             WHEN
                 (COALESCE(LEFT(e.j_payload, 1), '') = '"')
                 + (COALESCE(LEFT(e.j_payload_b64, 1), '') = '"') <> 1
-                THEN 'must have exactly one of payload (string) and payload_b64 (base64 string)'            WHEN
-                e.j_payload_b64 IS NOT NULL
-                AND (
-                    CHAR_LENGTH(JSON_UNQUOTE(e.j_payload_b64)) % 4 <> 0
-                    OR JSON_UNQUOTE(e.j_payload_b64) NOT REGEXP '^[A-Za-z0-9+/]*={0,2}$'
-                )
-                THEN 'payload_b64 must be valid base64'            WHEN NOT (e.j_metadata IS NULL OR LEFT(e.j_metadata, 1) IN ('n', '{'))
+                THEN 'must have exactly one of payload (string) and payload_b64 (base64 string)'            WHEN e.j_payload_b64 IS NOT NULL AND NOT (CHAR_LENGTH(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(JSON_UNQUOTE(e.j_payload_b64), CHAR(9 USING utf8mb4), ''), CHAR(10 USING utf8mb4), ''), CHAR(11 USING utf8mb4), ''), CHAR(12 USING utf8mb4), ''), CHAR(13 USING utf8mb4), ''), CHAR(32 USING utf8mb4), '')) % 4 = 0 AND REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(JSON_UNQUOTE(e.j_payload_b64), CHAR(9 USING utf8mb4), ''), CHAR(10 USING utf8mb4), ''), CHAR(11 USING utf8mb4), ''), CHAR(12 USING utf8mb4), ''), CHAR(13 USING utf8mb4), ''), CHAR(32 USING utf8mb4), '') REGEXP '^[A-Za-z0-9+/]*={0,2}$')
+                THEN 'payload_b64 must be base64 (RFC 4648 alphabet with padding; whitespace is ignored)'            WHEN NOT (e.j_metadata IS NULL OR LEFT(e.j_metadata, 1) IN ('n', '{'))
                 THEN 'metadata must be null or a JSON object'
             WHEN NOT (
                 e.j_delay IS NULL OR LEFT(e.j_delay, 1) = 'n'
@@ -1927,9 +1930,9 @@ BEGIN
         FROM JSON_TABLE(p_messages, '$[*]' COLUMNS (
             j_idx FOR ORDINALITY,
             j_key JSON PATH '$.key',
-            j_key_s VARCHAR(192) PATH '$.key',
+            j_key_s VARCHAR(192) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.key',
             j_id JSON PATH '$.id',
-            j_id_s VARCHAR(192) PATH '$.id',
+            j_id_s VARCHAR(192) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id',
             j_payload JSON PATH '$.payload',
             j_payload_b64 JSON PATH '$.payload_b64',
             j_metadata JSON PATH '$.metadata',
@@ -1938,36 +1941,39 @@ BEGIN
         )) AS j
     ) AS e
         ) AS v
-        WHERE v.problem IS NOT NULL
-        ORDER BY v.j_idx
-        LIMIT 1;
-        IF v_error IS NULL AND v_invalid = 1 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_messages could not be stored';
-        END IF;
-    END IF;
-    IF v_error IS NOT NULL THEN
-        IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_messages, CONCAT('$[', v_error_idx - 1, ']'))), '') <> 'OBJECT' THEN
-            SET v_error = 'must be a JSON object';
-        END IF;
-        SET v_error = CONCAT('p_messages[', v_error_idx - 1, '] ', v_error);
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_error;
-    END IF;
-
-    IF v_conflict = 1 THEN
-        BEGIN
-            DECLARE v_done INT DEFAULT 0;
-            DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-            DECLARE v_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-            DECLARE v_payload LONGBLOB;
-            DECLARE v_metadata LONGTEXT;
-            DECLARE v_delay BIGINT;
-            DECLARE c_elements CURSOR FOR
+        WHERE v.problem IS NOT NULL;
+        IF v_error_idx IS NOT NULL THEN
+            SELECT v.problem INTO v_error
+            FROM (
                 SELECT
-                    e.msg_key,
-                    e.msg_id,
-                    COALESCE(FROM_BASE64(JSON_UNQUOTE(e.j_payload_b64)), CAST(JSON_UNQUOTE(e.j_payload) AS BINARY)),
-                    IF(LEFT(e.j_metadata, 1) = '{', e.j_metadata, NULL),
-                    COALESCE(e.j_delay_n, 0)
+                    e.j_idx,
+                    CASE
+            WHEN NOT (
+                e.msg_key IS NULL AND (e.j_key IS NULL OR LEFT(e.j_key, 1) = 'n')
+                OR LEFT(e.j_key, 1) = '"'
+                AND CHAR_LENGTH(COALESCE(e.j_key_s, '')) BETWEEN 1 AND 191
+                AND e.j_key_s NOT LIKE '% '
+            )
+                THEN 'key must be null or a string of 1 to 191 characters, not ending in a space'
+            WHEN NOT (
+                e.j_id IS NULL OR LEFT(e.j_id, 1) = 'n'
+                OR LEFT(e.j_id, 1) = '"'
+                AND CHAR_LENGTH(COALESCE(e.j_id_s, '')) BETWEEN 1 AND 191
+                AND e.j_id_s NOT LIKE '% '
+            )
+                THEN 'id must be null or a string of 1 to 191 characters, not ending in a space'
+            WHEN
+                (COALESCE(LEFT(e.j_payload, 1), '') = '"')
+                + (COALESCE(LEFT(e.j_payload_b64, 1), '') = '"') <> 1
+                THEN 'must have exactly one of payload (string) and payload_b64 (base64 string)'            WHEN e.j_payload_b64 IS NOT NULL AND NOT (CHAR_LENGTH(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(JSON_UNQUOTE(e.j_payload_b64), CHAR(9 USING utf8mb4), ''), CHAR(10 USING utf8mb4), ''), CHAR(11 USING utf8mb4), ''), CHAR(12 USING utf8mb4), ''), CHAR(13 USING utf8mb4), ''), CHAR(32 USING utf8mb4), '')) % 4 = 0 AND REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(JSON_UNQUOTE(e.j_payload_b64), CHAR(9 USING utf8mb4), ''), CHAR(10 USING utf8mb4), ''), CHAR(11 USING utf8mb4), ''), CHAR(12 USING utf8mb4), ''), CHAR(13 USING utf8mb4), ''), CHAR(32 USING utf8mb4), '') REGEXP '^[A-Za-z0-9+/]*={0,2}$')
+                THEN 'payload_b64 must be base64 (RFC 4648 alphabet with padding; whitespace is ignored)'            WHEN NOT (e.j_metadata IS NULL OR LEFT(e.j_metadata, 1) IN ('n', '{'))
+                THEN 'metadata must be null or a JSON object'
+            WHEN NOT (
+                e.j_delay IS NULL OR LEFT(e.j_delay, 1) = 'n'
+                OR e.j_delay REGEXP '^[0-9]{1,11}$' AND e.j_delay_n <= 31536000000
+            )
+                THEN 'delay_ms must be null or an integer between 0 and 31536000000'
+        END AS problem
                 FROM (
         SELECT
             j.*,
@@ -1976,9 +1982,9 @@ BEGIN
         FROM JSON_TABLE(p_messages, '$[*]' COLUMNS (
             j_idx FOR ORDINALITY,
             j_key JSON PATH '$.key',
-            j_key_s VARCHAR(192) PATH '$.key',
+            j_key_s VARCHAR(192) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.key',
             j_id JSON PATH '$.id',
-            j_id_s VARCHAR(192) PATH '$.id',
+            j_id_s VARCHAR(192) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id',
             j_payload JSON PATH '$.payload',
             j_payload_b64 JSON PATH '$.payload_b64',
             j_metadata JSON PATH '$.metadata',
@@ -1986,7 +1992,74 @@ BEGIN
             j_delay_n BIGINT PATH '$.delay_ms'
         )) AS j
     ) AS e
-                ORDER BY e.j_idx;
+            ) AS v
+            WHERE v.j_idx = v_error_idx;
+        END IF;
+        IF v_error IS NULL AND v_invalid = 1 THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ017 p_messages could not be stored';
+        END IF;
+    END IF;
+    IF v_error IS NOT NULL THEN
+        IF COALESCE(JSON_TYPE(JSON_EXTRACT(p_messages, CONCAT('$[', v_error_idx - 1, ']'))), '') <> 'OBJECT' THEN
+            SET v_error = 'must be a JSON object';
+        END IF;
+        SET v_error = CONCAT('MQ010 p_messages[', v_error_idx - 1, '] ', v_error);
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_error;
+    END IF;
+
+    IF v_conflict = 1 THEN
+        DROP TEMPORARY TABLE IF EXISTS queue__publish_elements;
+        CREATE TEMPORARY TABLE queue__publish_elements (
+            idx INT NOT NULL,
+            msg_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+            msg_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+            payload LONGBLOB NOT NULL,
+            metadata LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+            delay_ms BIGINT NOT NULL,
+            PRIMARY KEY (idx)
+        ) ENGINE = InnoDB;
+        INSERT INTO queue__publish_elements (idx, msg_key, msg_id, payload, metadata, delay_ms)
+        SELECT
+            e.j_idx,
+            e.msg_key,
+            e.msg_id,
+            COALESCE(FROM_BASE64(JSON_UNQUOTE(e.j_payload_b64)), CAST(JSON_UNQUOTE(e.j_payload) AS BINARY)),
+            IF(LEFT(e.j_metadata, 1) = '{', e.j_metadata, NULL),
+            COALESCE(e.j_delay_n, 0)
+        FROM (
+        SELECT
+            j.*,
+            IF(j.j_key IS NULL OR LEFT(j.j_key, 1) = 'n', NULL, j.j_key_s) AS msg_key,
+            COALESCE(IF(j.j_id IS NULL OR LEFT(j.j_id, 1) = 'n', NULL, j.j_id_s), CONCAT(v_batch, ':', j.j_idx)) AS msg_id
+        FROM JSON_TABLE(p_messages, '$[*]' COLUMNS (
+            j_idx FOR ORDINALITY,
+            j_key JSON PATH '$.key',
+            j_key_s VARCHAR(192) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.key',
+            j_id JSON PATH '$.id',
+            j_id_s VARCHAR(192) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id',
+            j_payload JSON PATH '$.payload',
+            j_payload_b64 JSON PATH '$.payload_b64',
+            j_metadata JSON PATH '$.metadata',
+            j_delay JSON PATH '$.delay_ms',
+            j_delay_n BIGINT PATH '$.delay_ms'
+        )) AS j
+    ) AS e;
+        BEGIN
+            DECLARE v_done INT DEFAULT 0;
+            DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+            DECLARE v_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+            DECLARE v_payload LONGBLOB;
+            DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+            DECLARE v_delay BIGINT;
+            DECLARE c_elements CURSOR FOR
+                SELECT
+                    pe.msg_key,
+                    pe.msg_id,
+                    pe.payload,
+                    pe.metadata,
+                    pe.delay_ms
+                FROM queue__publish_elements AS pe
+                ORDER BY pe.idx;
             DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
             OPEN c_elements;
             element_loop: LOOP
@@ -1997,11 +2070,12 @@ BEGIN
                 END IF;
                 CALL queue__append(
                     v_topic, v_key, v_id, v_payload, v_metadata, v_delay, v_now,
-                    NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate
+                    NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate, v_pid, v_id
                 );
             END LOOP;
             CLOSE c_elements;
         END;
+        DROP TEMPORARY TABLE queue__publish_elements;
     END IF;
 
     IF v_conflict = 0 THEN
@@ -2025,7 +2099,9 @@ BEGIN
         SELECT
             o.idx - 1 AS idx,
             tp.base_offset + o.new_rank AS `offset`,
-            0 AS duplicate
+            0 AS duplicate,
+            tp.partition_id,
+            o.msg_id AS id
         FROM queue__publish_offsets AS o
         INNER JOIN queue__publish_partitions AS tp ON o.part_no = tp.part_no
         ORDER BY o.idx;
@@ -2054,7 +2130,9 @@ BEGIN
             IF(
                 msg.msg_offset <= CAST(JSON_EXTRACT(v_before, CONCAT('$."', p.partition_id, '"')) AS SIGNED)
                 OR e.j_idx > MIN(e.j_idx) OVER (PARTITION BY p.partition_id, e.msg_id), 1, 0
-            ) AS duplicate
+            ) AS duplicate,
+            p.partition_id,
+            msg.message_id AS id
         FROM (
         SELECT
             k.j_idx,
@@ -2062,8 +2140,8 @@ BEGIN
             COALESCE(k.j_id_s, CONCAT(v_batch, ':', k.j_idx)) AS msg_id
         FROM JSON_TABLE(p_messages, '$[*]' COLUMNS (
             j_idx FOR ORDINALITY,
-            j_key_s VARCHAR(192) PATH '$.key',
-            j_id_s VARCHAR(192) PATH '$.id'
+            j_key_s VARCHAR(192) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.key',
+            j_id_s VARCHAR(192) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id'
         )) AS k
     ) AS e
         INNER JOIN queue_partitions AS p
@@ -2095,12 +2173,14 @@ BEGIN
     DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_payload LONGBLOB;
-    DECLARE v_metadata LONGTEXT;
+    DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_origin_offset BIGINT;
     DECLARE v_origin_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_new_offset BIGINT;
     DECLARE v_duplicate TINYINT;
+    DECLARE v_new_pid BIGINT;
+    DECLARE v_new_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE c_partitions CURSOR FOR
         SELECT p.partition_id FROM queue_partitions AS p
         WHERE p.topic = v_dlq
@@ -2114,13 +2194,13 @@ BEGIN
 
     IF p_dlq_topic IS NULL OR CHAR_LENGTH(p_dlq_topic) NOT BETWEEN 1 AND 191
         OR p_dlq_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_dlq_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_dlq_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_limit must be between 1 and 100000';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ004 p_limit must be between 1 and 100000';
     END IF;
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
     SET v_dlq = p_dlq_topic;
 
@@ -2156,7 +2236,7 @@ BEGIN
                 CALL queue__append(
                     v_topic, v_key, NULL, v_payload, v_metadata, 0, v_now,
                     v_group, v_topic, v_group, v_origin_offset, v_origin_id, NULL, NULL,
-                    v_new_offset, v_duplicate
+                    v_new_offset, v_duplicate, v_new_pid, v_new_id
                 );
                 SET v_redriven = v_redriven + 1;
             END IF;
@@ -2192,17 +2272,17 @@ BEGIN
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
         OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
         OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be 1 to 191 characters, not ending in a space';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_subscriber must be 1 to 191 characters, not ending in a space';
     END IF;
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
 
     START TRANSACTION;
@@ -2221,7 +2301,7 @@ END
 -- mysqlq:object procedure queue_release_messages
 CREATE PROCEDURE queue_release_messages(
     IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_deliveries LONGTEXT,
+    IN p_deliveries LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
@@ -2229,13 +2309,13 @@ SQL SECURITY DEFINER
 BEGIN
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
         OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_deliveries IS NULL OR NOT JSON_VALID(p_deliveries) OR JSON_TYPE(p_deliveries) <> 'ARRAY' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must be a JSON array of [partition_id, offset, token]';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
     END IF;
     IF JSON_LENGTH(p_deliveries) > 100000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must hold at most 100000 deliveries';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must hold at most 100000 deliveries';
     END IF;
     IF EXISTS (
         SELECT 1
@@ -2245,10 +2325,10 @@ BEGIN
             OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
             OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[2]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
     ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_deliveries must be a JSON array of [partition_id, offset, token]';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
     END IF;
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
     CALL queue__settle(p_group, p_deliveries, 5, 0, NULL, p_now);
 END
@@ -2284,20 +2364,20 @@ BEGIN
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
         OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
         OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_partition_key IS NOT NULL AND (CHAR_LENGTH(p_partition_key) NOT BETWEEN 1 AND 191 OR p_partition_key LIKE '% ') THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_partition_key must be NULL or 1 to 191 characters, not ending in a space';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_partition_key must be NULL or 1 to 191 characters, not ending in a space';
     END IF;
     IF p_offset IS NOT NULL AND p_offset < 0 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_offset must be NULL (end) or an offset >= 0';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ015 p_offset must be NULL (end) or an offset >= 0';
     END IF;
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
     SET v_group = p_group;
     SET v_topic = p_topic;
@@ -2306,7 +2386,7 @@ BEGIN
         SELECT 1 FROM queue_subscriptions AS s
         WHERE s.group_name = v_group AND s.topic = v_topic
     ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group is not subscribed to p_topic: call queue_subscribe first';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ011 p_group is not subscribed to p_topic: call queue_subscribe first';
     END IF;
 
     START TRANSACTION;
@@ -2377,7 +2457,7 @@ MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
     DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
-    DECLARE v_dlq TEXT;
+    DECLARE v_dlq TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_max_attempts INT;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
@@ -2387,32 +2467,32 @@ BEGIN
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
         OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
         OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_subscriber IS NOT NULL AND (CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ') THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_subscriber must be NULL or 1 to 191 characters, not ending in a space';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_subscriber must be NULL or 1 to 191 characters, not ending in a space';
     END IF;
     IF p_max_attempts IS NOT NULL AND p_max_attempts NOT BETWEEN 1 AND 1000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_max_attempts must be NULL or between 1 and 1000';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ012 p_max_attempts must be NULL or between 1 and 1000';
     END IF;
     IF p_dlq_topic IS NOT NULL THEN
         IF p_dlq_topic IS NULL OR CHAR_LENGTH(p_dlq_topic) NOT BETWEEN 1 AND 191
         OR p_dlq_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_dlq_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_dlq_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
         IF p_dlq_topic = p_topic THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_dlq_topic must differ from p_topic';
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ013 p_dlq_topic must differ from p_topic';
         END IF;
     END IF;
     IF p_lease_ms NOT BETWEEN 1 AND 31536000000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_lease_ms must be between 1 and 31536000000 ms';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_lease_ms must be between 1 and 31536000000 ms';
     END IF;
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_now must be NULL or epoch milliseconds';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
 
     START TRANSACTION;
@@ -2424,7 +2504,7 @@ BEGIN
     FROM queue_topics AS t
     WHERE t.topic = p_topic;
     IF CHAR_LENGTH(v_dlq) > 191 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic is too long for its DLQ topic name: pass p_dlq_topic';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ013 p_topic is too long for its DLQ topic name: pass p_dlq_topic';
     END IF;
     INSERT INTO queue_subscriptions (group_name, topic, max_attempts, dlq_topic, created_at)
     VALUES (p_group, p_topic, v_max_attempts, v_dlq, v_now)
@@ -2464,22 +2544,22 @@ BEGIN
 
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
         OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_partitions IS NOT NULL AND p_partitions NOT BETWEEN 1 AND 4096 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_partitions must be NULL or between 1 and 4096';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ014 p_partitions must be NULL or between 1 and 4096';
     END IF;
     IF p_max_attempts IS NOT NULL AND p_max_attempts NOT BETWEEN 1 AND 1000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_max_attempts must be NULL or between 1 and 1000';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ012 p_max_attempts must be NULL or between 1 and 1000';
     END IF;
     IF p_dlq_suffix IS NOT NULL AND (
         CHAR_LENGTH(p_dlq_suffix) NOT BETWEEN 1 AND 64
         OR p_dlq_suffix REGEXP '[^A-Za-z0-9._:/-]'
     ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_dlq_suffix must be NULL or 1 to 64 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ013 p_dlq_suffix must be NULL or 1 to 64 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_retention_ms NOT BETWEEN 0 AND 31536000000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_retention_ms must be between 0 and 31536000000 ms';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_retention_ms must be between 0 and 31536000000 ms';
     END IF;
 
     INSERT INTO queue_topics (topic, partitions, max_attempts, dlq_suffix, retention_ms, created_at)
@@ -2521,11 +2601,11 @@ BEGIN
 
     IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
         OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
         OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
 
     START TRANSACTION;
@@ -2552,7 +2632,7 @@ CREATE PROCEDURE queue_version()
 NO SQL
 SQL SECURITY DEFINER
 BEGIN
-    SELECT '1.2' AS version;
+    SELECT '1.3' AS version;
 END
 
 -- mysqlq:object event queue_maintenance_event

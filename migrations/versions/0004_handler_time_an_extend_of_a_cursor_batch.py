@@ -13,7 +13,7 @@ revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "af527ff163ef685c221944d410feeda4fede2125d0ba312c793627ff8b70c7bd"
+snapshot_sha256 = "6d8f8f8849d82c4cb49a601c89cdb1466d8231a75aafb7e1cf638fcd502b4aed"
 
 
 def upgrade() -> None:

@@ -65,6 +65,7 @@ def fresh_database(
     server: localserver.Server,
     objects: list[SchemaObject] | None,
     revision: str | None = None,
+    charset: str = "utf8mb4",
 ) -> Iterator[ThrowawayDatabase]:
     """A new database ``mysqlq_t_<random>`` (with ``objects`` installed unless None),
     dropped on exit together with every connection still using it; made by the harness on the
@@ -76,5 +77,6 @@ def fresh_database(
         prefix=DB_PREFIX,
         disable_events=EVENTS_OFF,
         admin=lambda: admin.conn,
+        charset=charset,
     ) as database:
         yield database

@@ -458,7 +458,10 @@ def assert_rejected(probe: Probe, proc: str, args: list[Any]) -> str:
     # with no transaction open, the caller has no uncommitted changes: what others see is all
     assert not still_open, f"{proc} left a transaction open"
     assert state(probe.observer, probe.tables) == before, f"{proc} changed the database"
-    return message
+    # every refusal carries a stable code clients can match (docs/protocol.md, Error codes)
+    assert re.match(r"MQ\d{3} ", message), message
+    assert info.value.code == message[:5], message
+    return message[6:]
 
 
 # --------------------------------------------------------------------------- tests

@@ -159,7 +159,9 @@ def watch(fuzz_dsn: str) -> Iterator[Watch]:
 
 
 def names_a_parameter(message: str, params: list[str]) -> bool:
-    """SIGNAL messages start with the parameter; conversion errors name it as the column."""
+    """SIGNAL messages start with their code and the parameter; conversion errors name it as the
+    column."""
+    message = re.sub(r"^MQ\d{3} ", "", message)
     for param in params:
         if message.startswith(param) or re.search(rf"`{re.escape(param)}`|'{param}'", message):
             return True

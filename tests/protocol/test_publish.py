@@ -10,7 +10,8 @@ from helpers.support import Consumer, call, publish, rows, scalar, wait_until
 
 def test_republish_returns_first_offset_even_after_consumption(conn):
     first = publish(conn, "orders", "k", "m-1", b"one")
-    assert first == {"offset": 1, "duplicate": 0}
+    pid = scalar(conn, "SELECT partition_id FROM queue_partitions WHERE partition_key = 'k'")
+    assert first == {"offset": 1, "duplicate": 0, "partition_id": pid, "id": "m-1"}
     assert publish(conn, "orders", "k", "m-2", b"two")["offset"] == 2
 
     c = Consumer(conn, "billing", "orders", "s1")
@@ -21,7 +22,7 @@ def test_republish_returns_first_offset_even_after_consumption(conn):
     assert c.ack(got)["settled"] == 2
 
     again = publish(conn, "orders", "k", "m-1", b"changed payload")
-    assert again == {"offset": 1, "duplicate": 1}
+    assert again == {"offset": 1, "duplicate": 1, "partition_id": pid, "id": "m-1"}
     assert scalar(conn, "SELECT COUNT(*) FROM queue_messages") == 2
     assert scalar(conn, "SELECT payload FROM queue_messages WHERE message_id = 'm-1'") == b"one"
     assert scalar(conn, "SELECT last_offset FROM queue_partitions") == 2
@@ -31,7 +32,8 @@ def test_republish_returns_first_offset_even_after_consumption(conn):
 def test_unkeyed_duplicate_lands_in_same_slot(conn):
     a = publish(conn, "events", None, "evt-7", b"x")
     b = publish(conn, "events", None, "evt-7", b"y")
-    assert b == {"offset": a["offset"], "duplicate": 1}
+    assert b == {**a, "duplicate": 1}
+    assert a["id"] == "evt-7"
     assert scalar(conn, "SELECT COUNT(*) FROM queue_messages") == 1
 
 
@@ -143,7 +145,7 @@ def test_late_commit_is_not_skipped(conn, connect):
 
     slow.commit()
     t.join(timeout=30)
-    assert result["fast"] == {"offset": 3, "duplicate": 0}
+    assert result["fast"] == {"offset": 3, "duplicate": 0, "partition_id": 1, "id": "fast"}
     got = consumer.fetch()
     assert [(m["id"], m["offset"]) for m in got] == [("late", 2), ("fast", 3)]
     consumer.ack(got)

@@ -94,6 +94,7 @@ def test_publish_with_an_id_twice_is_a_duplicate(cli, conn):
         "topic": "orders",
         "key": "k",
         "id": "m-1",
+        "partition_id": 1,
         "offset": 1,
         "duplicate": False,
     }

@@ -50,10 +50,10 @@ def random_name(prefix: str) -> str:
     return prefix + secrets.token_hex(6)
 
 
-def create_database(admin: Any, name: str) -> None:
+def create_database(admin: Any, name: str, charset: str = "utf8mb4") -> None:
     cur = admin.cursor()
     try:
-        cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+        cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET {charset}")
     finally:
         cur.close()
 
@@ -155,10 +155,12 @@ def throwaway_database(
     prefix: str = "mysqlq_t_",
     disable_events: bool = True,
     admin: Any = None,
+    charset: str = "utf8mb4",
 ) -> Iterator[ThrowawayDatabase]:
     """A new database ``<prefix><random>`` (with ``objects`` installed unless None), dropped on
     exit together with every connection still using it. ``admin``: a root connection to reuse
-    (a callable returning one, or a connection); else one is opened for the purpose."""
+    (a callable returning one, or a connection); else one is opened for the purpose. ``charset``:
+    the database's default character set (latin1 to test what clients of old databases meet)."""
     server_dsn = connection.with_database(server_dsn, None)
     own = admin is None
     get = admin if callable(admin) else (lambda: admin)
@@ -166,7 +168,7 @@ def throwaway_database(
         opened = connection.connect(server_dsn)
         get = lambda: opened  # noqa: E731
     database = ThrowawayDatabase(server_dsn, random_name(prefix))
-    create_database(get(), database.name)
+    create_database(get(), database.name, charset)
     try:
         if objects is not None:
             install_schema(get(), database.name, objects, revision, disable_events=disable_events)
