@@ -95,8 +95,7 @@ BEGIN
             LOCK IN SHARE MODE;
             IF v_existing IS NULL THEN
                 -- the key that clashed was the offset, not the id: never report that as a duplicate
-                SIGNAL SQLSTATE '45000'
-                    SET MESSAGE_TEXT = '{{ m.E_INTERNAL }} offset already taken in the partition; the sequence row was not locked';
+                {{ m.fail(m.E_INTERNAL, 'offset already taken in the partition; its sequence row was not locked') }};
             END IF;
         END IF;
     END IF;

@@ -242,8 +242,7 @@ BEGIN
             WHERE msg.partition_id = v_pid AND msg.message_id = v_id
             LOCK IN SHARE MODE;
             IF v_existing IS NULL THEN
-                SIGNAL SQLSTATE '45000'
-                    SET MESSAGE_TEXT = 'MQ090 offset already taken in the partition; the sequence row was not locked';
+                SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ090 offset already taken in the partition; its sequence row was not locked';
             END IF;
         END IF;
     END IF;

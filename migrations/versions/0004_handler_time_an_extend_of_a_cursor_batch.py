@@ -13,7 +13,7 @@ revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "6d8f8f8849d82c4cb49a601c89cdb1466d8231a75aafb7e1cf638fcd502b4aed"
+snapshot_sha256 = "2cb120ce4cc611368cc637d8dacca580c06d20564b6aaece0fe43aea4d1c8e23"
 
 
 def upgrade() -> None:
