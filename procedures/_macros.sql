@@ -76,6 +76,7 @@
         MQ015  p_offsets or p_offset is malformed or out of range
         MQ016  the group has live subscriber leases, so it cannot also commit offsets itself
         MQ017  p_messages could not be stored (a value the server refused)
+        MQ018  strict topics: p_topic was never configured (SET @mysqlq_strict_topics = 1)
         MQ090  an internal invariant failed (a bug: please report it)
 -#}
 {% set E_NAME = 'MQ001' %}
@@ -95,6 +96,7 @@
 {% set E_OFFSETS = 'MQ015' %}
 {% set E_LEASED = 'MQ016' %}
 {% set E_NOT_STORED = 'MQ017' %}
+{% set E_UNKNOWN_TOPIC = 'MQ018' %}
 {% set E_INTERNAL = 'MQ090' %}
 
 {#- Epoch milliseconds from the injected clock, or the server clock when the caller passes NULL. -#}
@@ -188,6 +190,14 @@ IF {{ param }} IS NULL OR NOT JSON_VALID({{ param }}) OR JSON_TYPE({{ param }}) 
     ) THEN
         {{ fail(E_DELIVERIES, param ~ ' must be a JSON array of [partition_id, offset, token]') }};
     END IF
+{%- endmacro %}
+
+{#- A publish to a topic that does not exist creates it, unless the session asked for strict topics
+    (SET @mysqlq_strict_topics = 1): then a mistyped topic is refused instead of created. -#}
+{% macro check_strict_topic(param) -%}
+IF @mysqlq_strict_topics = 1 THEN
+            {{ fail(E_UNKNOWN_TOPIC, param ~ ' is not a configured topic and @mysqlq_strict_topics is 1: create it with queue_topic_configure') }};
+        END IF
 {%- endmacro %}
 
 {#- Open the routine's own transaction; any error rolls it back and reaches the caller. -#}

@@ -39,6 +39,10 @@ BEGIN
     SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
     WHERE t.topic = p_topic;
     IF v_partitions IS NULL THEN
+        IF p_origin_topic IS NULL THEN
+            -- a publish (dead letters and redrives have an origin: their topics are made for them)
+            {{ m.check_strict_topic('p_topic') }};
+        END IF;
         INSERT IGNORE INTO queue_topics (topic, created_at) VALUES (p_topic, v_now);
         SELECT t.partitions INTO v_partitions
         FROM queue_topics AS t

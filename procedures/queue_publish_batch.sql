@@ -45,6 +45,7 @@ BEGIN  -- noqa: LT02
     SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
     WHERE t.topic = v_topic;
     IF v_partitions IS NULL THEN
+        {{ m.check_strict_topic('p_topic') }};
         INSERT IGNORE INTO queue_topics (topic, created_at) VALUES (v_topic, v_now);
         SELECT t.partitions INTO v_partitions FROM queue_topics AS t
         WHERE t.topic = v_topic LOCK IN SHARE MODE;

@@ -18,6 +18,8 @@ VERSION_BEFORE_1_2 = "SELECT queue_version()"
 # producer
 PUBLISH = "CALL queue_publish(%s, %s, %s, %s, %s, %s)"
 PUBLISH_BATCH = "CALL queue_publish_batch(%s, %s)"
+# a session setting the publish procedures read: refuse topics that were never configured
+STRICT_TOPICS = "SET @mysqlq_strict_topics = 1"
 TOPIC_CONFIGURE = "CALL queue_topic_configure(%s, %s, %s, %s, %s)"
 
 # group membership and leases

@@ -44,9 +44,13 @@ class PublishResult(NamedTuple):
         return cls(int(row["offset"]), bool(row["duplicate"]), int(row["partition_id"]), row["id"])
 
 
-def connect(dsn: str | None = None, *, check_version: bool = True) -> Client:
-    """A client for the mysqlq database at ``dsn`` (default: env ``MYSQLQ_DSN``)."""
-    return Client(dsn, check_version=check_version)
+def connect(
+    dsn: str | None = None, *, check_version: bool = True, strict_topics: bool = False
+) -> Client:
+    """A client for the mysqlq database at ``dsn`` (default: env ``MYSQLQ_DSN``).
+    ``strict_topics``: publishing to a topic that was never configured raises (code MQ018)
+    instead of creating it, so a mistyped topic name is caught."""
+    return Client(dsn, check_version=check_version, strict_topics=strict_topics)
 
 
 class _Publisher:
@@ -128,19 +132,28 @@ class Client(_Publisher):
     :meth:`transaction` with your own connection for the outbox pattern).
     """
 
-    def __init__(self, dsn: str | None = None, *, check_version: bool = True) -> None:
+    def __init__(
+        self, dsn: str | None = None, *, check_version: bool = True, strict_topics: bool = False
+    ) -> None:
         self.dsn = resolve_dsn(dsn)
+        self.strict_topics = strict_topics
         self._lock = threading.RLock()
-        self._conn = open_connection(self.dsn)
+        self._conn = self._open()
         if check_version:
             version.check_version(self._conn, _sql.PROTOCOL_VERSION)
 
     # connection handling -------------------------------------------------------------------
 
+    def _open(self) -> MySQLdb.connections.Connection:
+        conn = open_connection(self.dsn)
+        if self.strict_topics:
+            execute_rows(conn, _sql.STRICT_TOPICS, ())
+        return conn
+
     def _reconnect(self) -> None:
         with contextlib.suppress(Exception):
             self._conn.close()
-        self._conn = open_connection(self.dsn)
+        self._conn = self._open()
 
     @transient
     def _call_safely(self, sql: str, args: tuple) -> list[dict[str, Any]]:

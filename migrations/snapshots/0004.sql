@@ -191,6 +191,11 @@ BEGIN
     SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
     WHERE t.topic = p_topic;
     IF v_partitions IS NULL THEN
+        IF p_origin_topic IS NULL THEN
+            IF @mysqlq_strict_topics = 1 THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ018 p_topic is not a configured topic and @mysqlq_strict_topics is 1: create it with queue_topic_configure';
+        END IF;
+        END IF;
         INSERT IGNORE INTO queue_topics (topic, created_at) VALUES (p_topic, v_now);
         SELECT t.partitions INTO v_partitions
         FROM queue_topics AS t
@@ -1691,6 +1696,9 @@ BEGIN
     SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
     WHERE t.topic = v_topic;
     IF v_partitions IS NULL THEN
+        IF @mysqlq_strict_topics = 1 THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ018 p_topic is not a configured topic and @mysqlq_strict_topics is 1: create it with queue_topic_configure';
+        END IF;
         INSERT IGNORE INTO queue_topics (topic, created_at) VALUES (v_topic, v_now);
         SELECT t.partitions INTO v_partitions FROM queue_topics AS t
         WHERE t.topic = v_topic LOCK IN SHARE MODE;

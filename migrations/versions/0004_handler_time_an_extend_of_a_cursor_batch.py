@@ -13,7 +13,7 @@ revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "2cb120ce4cc611368cc637d8dacca580c06d20564b6aaece0fe43aea4d1c8e23"
+snapshot_sha256 = "69f177640f4411e684c43f5ce8a793fcfda8c1dd9b05b298ca3334669cf08801"
 
 
 def upgrade() -> None:

@@ -165,3 +165,39 @@ def test_a_client_matches_the_code(conn):
     assert call(conn, "queue_ack", "g", stale, None) == [
         {"settled": 0, "stale": 1, "dead_lettered": 0}
     ]
+
+
+def test_strict_topics_refuse_a_topic_that_was_never_configured(conn):
+    cur = conn.cursor()
+    cur.execute("SET @mysqlq_strict_topics = 1")
+    cur.close()
+    for proc, args in (
+        ("queue_publish", ("orderz", "k", "m", b"x", None, 0)),
+        ("queue_publish_batch", ("orderz", _batch({"key": "k", "payload": "x"}))),
+    ):
+        with pytest.raises(errors.InvalidArgument) as info:
+            call(conn, proc, *args)
+        assert info.value.code == "MQ018", info.value
+    assert scalar(conn, "SELECT COUNT(*) FROM queue_topics") == 0
+    assert scalar(conn, "SELECT COUNT(*) FROM queue_partitions") == 0
+    call(conn, "queue_topic_configure", "orders", None, None, None, None)
+    assert call(conn, "queue_publish", "orders", "k", "m", b"x", None, 0)[0]["offset"] == 1
+    # dead letters still create their DLQ topic
+    c = Consumer(conn, "g", "orders", "s")
+    c.subscribe()
+    c.tick()
+    assert c.dead_letter(c.fetch())["dead_lettered"] == 1
+    assert scalar(conn, "SELECT COUNT(*) FROM queue_messages WHERE topic = 'orders_dlq'") == 1
+
+
+def test_the_client_can_ask_for_strict_topics(dsn):
+    import mysqlq
+
+    strict = mysqlq.connect(dsn, strict_topics=True)
+    try:
+        with pytest.raises(mysqlq.InvalidArgument, match="MQ018 p_topic is not a configured topic"):
+            strict.publish("orderz", b"x")
+        strict.configure_topic("orders")
+        assert strict.publish("orders", b"x").offset == 1
+    finally:
+        strict.close()
