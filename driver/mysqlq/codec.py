@@ -46,6 +46,19 @@ def payload_bytes(payload: bytes | bytearray | memoryview | str) -> bytes:
     raise InvalidArgument(f"payload must be bytes or str, not {type(payload).__name__}")
 
 
+# p_error is TEXT (65535 bytes): 16000 characters of up to 4 bytes each always fit
+ERROR_TEXT_CHARS = 16_000
+
+
+def error_text(error: str | None) -> str | None:
+    """A handler's error text as a nack or dead letter stores it: cut to fit the column (with a
+    mark), so a huge exception message cannot make the nack itself fail (1406)."""
+    if error is None or len(error) <= ERROR_TEXT_CHARS:
+        return error
+    mark = " … (truncated)"
+    return error[: ERROR_TEXT_CHARS - len(mark)] + mark
+
+
 def metadata_json(metadata: Mapping[str, Any] | None) -> str | None:
     if metadata is None:
         return None

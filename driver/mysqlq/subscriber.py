@@ -43,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mysqlq import _sql, version
+from mysqlq import _sql, codec, version
 from mysqlq.connection import connect as open_connection
 from mysqlq.connection import execute_rows, resolve_dsn
 from mysqlq.errors import Error, InvalidArgument
@@ -399,10 +399,11 @@ class Subscriber:
             self.handler(message)
         except Exception as exc:  # a failing handler nacks its message
             self._count("handler_errors")
-            log.warning("handler failed on %s: %s: %s", _where(message), type(exc).__name__, exc)
+            text = codec.error_text(f"{type(exc).__name__}: {exc}")
+            log.warning("handler failed on %s: %s", _where(message), text)
             if not message.settled:
                 message._outcome = "nack"
-                self._settle(message, "nack", delay=None, error=f"{type(exc).__name__}: {exc}")
+                self._settle(message, "nack", delay=None, error=text)
         else:
             if not message.settled:
                 message._outcome = "ack"
@@ -434,6 +435,7 @@ class Subscriber:
     ) -> None:
         if self._fenced(message, outcome):
             return
+        error = codec.error_text(error)
         if outcome == "nack":
             delay_ms = self._backoff_ms(message.attempt) if delay is None else _ms(delay)
             self._enqueue(_Settlement("nack", message, delay_ms=delay_ms, error=error))

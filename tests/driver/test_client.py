@@ -500,3 +500,29 @@ def test_client_reconnects_after_a_lost_connection(client, conn):
     conn.cursor().execute(f"KILL {client._conn.thread_id()}")
     time.sleep(0.1)
     assert client.publish("r", b"two", key="k", id="2")[:2] == (2, False)
+
+
+def test_a_huge_handler_error_is_stored_cut_not_lost(latin1_db):
+    """The nack of a handler whose exception text is larger than p_error's TEXT (and has emoji,
+    in a latin1 database) still lands: the text is cut with a mark."""
+    dsn = latin1_db.dsn
+    client = mysqlq.connect(dsn)
+    client.publish("orders", b"x", key="k", id="m")
+    handled = []
+
+    def handle(msg: mysqlq.Message) -> None:
+        handled.append(msg.id)
+        raise ValueError("😀" * 100_000)
+
+    sub = mysqlq.Subscriber(
+        dsn, topic="orders", group="g", handler=handle, max_attempts=1, lease_duration=3.0
+    ).start()
+    try:
+        entries = wait_until(lambda: client.dlq_list("orders_dlq"), timeout=20, what="a DLQ entry")
+    finally:
+        sub.stop()
+        client.close()
+    (entry,) = entries
+    assert entry["last_error"].startswith("ValueError: 😀😀")
+    assert entry["last_error"].endswith("… (truncated)")
+    assert len(entry["last_error"]) == 16_000
