@@ -47,7 +47,7 @@ def publish(
     "payload_b64", and optional "key", "id", "metadata" (object) and "delay" (seconds).
     --key, --metadata and --delay are the defaults of fields a line leaves out.
 
-    Prints one JSON line per message: topic, key, id, offset, duplicate.
+    Prints one JSON line per message: topic, key, id, partition_id, offset, duplicate.
 
     \b
         mysqlq publish orders '{"total": 99}' --key customer-42 --id order-1001
