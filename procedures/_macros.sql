@@ -77,6 +77,7 @@
         MQ016  the group has live subscriber leases, so it cannot also commit offsets itself
         MQ017  p_messages could not be stored (a value the server refused)
         MQ018  strict topics: p_topic was never configured (SET @mysqlq_strict_topics = 1)
+        MQ019  a settle inside the caller's transaction met a stale delivery: nothing was settled
         MQ090  an internal invariant failed (a bug: please report it)
 -#}
 {% set E_NAME = 'MQ001' %}
@@ -97,6 +98,7 @@
 {% set E_LEASED = 'MQ016' %}
 {% set E_NOT_STORED = 'MQ017' %}
 {% set E_UNKNOWN_TOPIC = 'MQ018' %}
+{% set E_STALE = 'MQ019' %}
 {% set E_INTERNAL = 'MQ090' %}
 
 {#- Epoch milliseconds from the injected clock, or the server clock when the caller passes NULL. -#}
@@ -330,20 +332,26 @@ CASE
     the routine's own writes when it fails inside the caller's transaction (no gap, no half batch);
     after a deadlock the server has already rolled everything back and the savepoint is gone. -#}
 {% macro publish_transaction_handler() -%}
+{{ savepoint_transaction_handler('mysqlq_publish') }}
+{%- endmacro %}
+
+{#- The same for any routine that joins the caller's transaction (the _tx settles use their own
+    savepoint name, mysqlq_settle). -#}
+{% macro savepoint_transaction_handler(savepoint) -%}
 DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
         DECLARE CONTINUE HANDLER FOR 1305 BEGIN END;
-        ROLLBACK TO SAVEPOINT mysqlq_publish;
+        ROLLBACK TO SAVEPOINT {{ savepoint }};
         IF v_own_transaction = 1 THEN ROLLBACK; END IF;
         RESIGNAL;
     END
 {%- endmacro %}
 
-{% macro begin_unless_in_transaction() -%}
-SAVEPOINT mysqlq_publish;
+{% macro begin_unless_in_transaction(savepoint='mysqlq_publish') -%}
+SAVEPOINT {{ savepoint }};
     BEGIN
         DECLARE CONTINUE HANDLER FOR 1305 SET v_own_transaction = 1;
-        ROLLBACK TO SAVEPOINT mysqlq_publish;
+        ROLLBACK TO SAVEPOINT {{ savepoint }};
     END;
     IF v_own_transaction = 1 THEN
         -- READ COMMITTED: each plain read sees what committed since (a partition another
@@ -353,11 +361,11 @@ SAVEPOINT mysqlq_publish;
     END IF
 {%- endmacro %}
 
-{% macro commit_if_own_transaction() -%}
+{% macro commit_if_own_transaction(savepoint='mysqlq_publish') -%}
 IF v_own_transaction = 1 THEN
         COMMIT;
     ELSE
-        RELEASE SAVEPOINT mysqlq_publish;
+        RELEASE SAVEPOINT {{ savepoint }};
     END IF
 {%- endmacro %}
 

@@ -1,31 +1,10 @@
 {% import '_macros.sql' as m %}
-{#- What a current delivery that the ack fast path does not take becomes, by p_action (the ACTION_*
-    codes of _macros.sql). Each macro renders to one line of the routine. -#}
-{#- It goes to the DLQ: dead-lettered on request, or nacked at its last attempt. -#}
-{% macro goes_to_dlq() %}
-p_action = {{ m.ACTION_DEAD_LETTER }} OR (p_action = {{ m.ACTION_NACK }} AND v_attempts >= COALESCE(v_max_attempts, 1))
-{%- endmacro %}
-{#- Otherwise the state of its row: acked out of order, in flight again (extended), or waiting.
-    (The line break inside {{ }} keeps the rendered CASE on one line.) -#}
-{% macro row_state() %}
-CASE p_action WHEN {{ m.ACTION_ACK }} THEN {{ m.STATE_ACKED }} WHEN {{ m.ACTION_EXTEND }} THEN {{
-    m.STATE_IN_FLIGHT }} ELSE {{ m.STATE_WAITING }} END
-{%- endmacro %}
-{#- Its row is due at once (invisible_until 0) rather than at now + p_ms. -#}
-{% macro due_at_once() %}
-p_action = {{ m.ACTION_ACK }} OR p_action = {{ m.ACTION_RELEASE }} OR (p_action = {{ m.ACTION_NACK }} AND p_ms = 0)
-{%- endmacro %}
-{#- The attempts its row records: a release gives back the attempt its fetch charged. -#}
-{% macro row_attempts() %}
-IF(p_action = {{ m.ACTION_RELEASE }}, GREATEST(v_attempts - 1, 0), v_attempts)
-{%- endmacro %}
--- Applies one outcome to a list of deliveries [[partition_id, offset, token], ...] in one
+-- Applies one outcome to a list of deliveries [[partition_id, offset, token], ...] in its own
 -- transaction; a stale token is counted and left alone (G4). Returns (settled, stale, dead_lettered).
 CREATE PROCEDURE queue__settle(
     IN p_group {{ m.name_local() }},
     IN p_deliveries {{ m.text('LONGTEXT') }},
-    -- the outcome, one of the ACTION_* codes of _macros.sql: ack, nack, extend, dead-letter,
-    -- release unstarted (no attempt charged)
+    -- the outcome, one of the ACTION_* codes of _macros.sql
     IN p_action TINYINT,
     IN p_ms BIGINT,
     IN p_error {{ m.text('TEXT') }},
@@ -34,205 +13,18 @@ CREATE PROCEDURE queue__settle(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};
-    DECLARE v_done INT DEFAULT 0;
-    DECLARE v_pid BIGINT;
-    DECLARE v_off BIGINT;
-    DECLARE v_tok BIGINT;
-    DECLARE v_known INT DEFAULT 0;
-    DECLARE v_wm BIGINT;
-    DECLARE v_cstart BIGINT;
-    DECLARE v_cpos BIGINT;
-    DECLARE v_ctok BIGINT;
-    DECLARE v_cattempt INT;
-    DECLARE v_cpending INT;
-    DECLARE v_max_attempts INT;
-    DECLARE v_has_row INT;
-    DECLARE v_state INT;
-    DECLARE v_rtok BIGINT;
-    DECLARE v_rattempts INT;
-    DECLARE v_attempts INT;
-    DECLARE v_settled INT DEFAULT 0;
-    DECLARE v_stale INT DEFAULT 0;
-    DECLARE v_dead INT DEFAULT 0;
-    -- delivery-state rows of the group on the current partition (0: none, skip the lookups)
-    DECLARE v_state_rows INT DEFAULT 0;
-    DECLARE v_n INT;
-    DECLARE v_distinct INT;
-    DECLARE v_min BIGINT;
-    DECLARE v_max BIGINT;
-    DECLARE v_mintok BIGINT;
-    DECLARE v_maxtok BIGINT;
-    -- 1: an extend reached a message of the current cursor batch, whose visibility is the batch's
-    DECLARE v_extend_cursor INT;
-    -- the deliveries by partition: an ack of a whole in-order run settles in one step
-    DECLARE c_partitions CURSOR FOR
-        SELECT
-            d.d_pid,
-            COUNT(*),
-            COUNT(DISTINCT d.d_off),
-            MIN(d.d_off),
-            MAX(d.d_off),
-            MIN(d.d_tok),
-            MAX(d.d_tok)
-        FROM
-            JSON_TABLE(p_deliveries, '$[*]' COLUMNS (
-                d_pid BIGINT PATH '$[0]',
-                d_off BIGINT PATH '$[1]',
-                d_tok BIGINT PATH '$[2]'
-            )) AS d
-        GROUP BY d.d_pid
-        ORDER BY d.d_pid;
-    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+    DECLARE v_settled INT;
+    DECLARE v_stale INT;
+    DECLARE v_dead INT;
     {{ m.own_transaction_handler() }};
 
     -- READ COMMITTED: the offsets row lock orders every writer of a partition's delivery state,
     -- so plain reads after it are current, and no gap locks reach neighbouring partitions
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    OPEN c_partitions;
-    partition_loop: LOOP
-        SET v_done = 0;
-        FETCH c_partitions INTO v_pid, v_n, v_distinct, v_min, v_max, v_mintok, v_maxtok;
-        IF v_done = 1 THEN
-            LEAVE partition_loop;
-        END IF;
-
-        SET v_known = 0;
-        SET v_extend_cursor = 0;
-        SELECT
-            1,
-            o.offset_acked,
-            o.cursor_start,
-            o.cursor_pos,
-            o.cursor_token,
-            o.cursor_attempt,
-            o.cursor_pending
-        INTO v_known, v_wm, v_cstart, v_cpos, v_ctok, v_cattempt, v_cpending
-        FROM queue_offsets AS o
-        WHERE o.group_name = p_group AND o.partition_id = v_pid
-        FOR UPDATE;
-        SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
-        WHERE s.group_name = p_group AND s.partition_id = v_pid;
-        SELECT MAX(s.max_attempts) INTO v_max_attempts
-        FROM queue_partitions AS p
-        INNER JOIN queue_subscriptions AS s ON p.topic = s.topic AND s.group_name = p_group
-        WHERE p.partition_id = v_pid;
-
-        IF
-            p_action = {{ m.ACTION_ACK }} AND v_known = 1 AND v_state_rows = 0 AND v_distinct = v_n
-            AND v_min = v_wm + 1 AND v_max = v_min + v_n - 1
-            AND v_min >= v_cstart AND v_max <= v_cpos AND v_mintok = v_ctok AND v_maxtok = v_ctok
-        THEN
-            -- the in-order run of the current cursor batch: the watermark moves past it, no rows
-            SET v_wm = v_max;
-            SET v_cpending = v_cpending - v_n;
-            SET v_settled = v_settled + v_n;
-        ELSE
-            -- anything else, message by message
-            BEGIN
-                DECLARE v_mdone INT DEFAULT 0;
-                DECLARE c_messages CURSOR FOR
-                    SELECT
-                        d.d_off,
-                        d.d_tok
-                    FROM
-                        JSON_TABLE(p_deliveries, '$[*]' COLUMNS (
-                            d_pid BIGINT PATH '$[0]',
-                            d_off BIGINT PATH '$[1]',
-                            d_tok BIGINT PATH '$[2]'
-                        )) AS d
-                    WHERE d.d_pid = v_pid
-                    ORDER BY d.d_off;
-                DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_mdone = 1;
-                OPEN c_messages;
-                message_loop: LOOP
-                    SET v_mdone = 0;
-                    FETCH c_messages INTO v_off, v_tok;
-                    IF v_mdone = 1 THEN
-                        LEAVE message_loop;
-                    END IF;
-
-                    -- which delivery of this message is current, if any
-                    SET v_has_row = 0;
-                    IF v_known = 1 AND v_off > v_wm AND v_state_rows > 0 THEN
-                        SELECT
-                            1,
-                            s.state,
-                            s.token,
-                            s.attempts
-                        INTO v_has_row, v_state, v_rtok, v_rattempts
-                        FROM queue_delivery_state AS s
-                        WHERE s.group_name = p_group AND s.partition_id = v_pid AND s.msg_offset = v_off
-                        FOR UPDATE;
-                    END IF;
-
-                    IF v_known = 0 OR v_off <= v_wm THEN
-                        SET v_stale = v_stale + 1;
-                    ELSEIF v_has_row = 1 AND (v_state <> {{ m.STATE_IN_FLIGHT }} OR v_rtok <> v_tok) THEN
-                        SET v_stale = v_stale + 1;
-                    ELSEIF v_has_row = 0 AND NOT (v_off BETWEEN v_cstart AND v_cpos AND v_tok = v_ctok) THEN
-                        SET v_stale = v_stale + 1;
-                    ELSEIF p_action = {{ m.ACTION_EXTEND }} AND v_has_row = 0 THEN
-                        -- the batch's deadline moves for all of it (one fetch delivered it to
-                        -- one subscriber): no row, so the in-order ack path stays open
-                        SET v_extend_cursor = 1;
-                        SET v_settled = v_settled + 1;
-                    ELSE
-                        SET v_attempts = IF(v_has_row = 1, v_rattempts, v_cattempt);
-                        IF v_has_row = 0 THEN
-                            -- the message leaves the cursor batch, whatever the outcome
-                            SET v_cpending = v_cpending - 1;
-                        END IF;
-                        IF p_action = {{ m.ACTION_ACK }} AND v_has_row = 0 AND v_off = v_wm + 1 THEN
-                            -- the in-order path: no row written, the watermark moves
-                            SET v_wm = v_wm + 1;
-                        ELSEIF {{ goes_to_dlq() }} THEN
-                            CALL queue__dead_letter_one(p_group, v_pid, v_off, v_attempts, p_error, v_now);
-                            SET v_dead = v_dead + 1;
-                            SET v_state_rows = v_state_rows + 1;
-                        ELSE
-                            INSERT INTO queue_delivery_state (
-                                group_name, partition_id, msg_offset, state, invisible_until, attempts, token,
-                                last_error, updated_at
-                            ) VALUES (
-                                p_group, v_pid, v_off,
-                                {{ row_state() }},
-                                -- due at once (0), not at our clock: a fetch that read its clock
-                                -- before we commit must still see it due, or it would start the
-                                -- next batch past it (G6 with batch_size = 1)
-                                IF({{ due_at_once() }}, 0, v_now + p_ms),
-                                {{ row_attempts() }},
-                                v_tok,
-                                IF(p_action = {{ m.ACTION_NACK }}, p_error, NULL),
-                                v_now
-                            )
-                            ON DUPLICATE KEY UPDATE
-                                state = {{ row_state() }},
-                                invisible_until = IF(
-                                    {{ due_at_once() }}, 0, v_now + p_ms
-                                ),
-                                attempts = {{ row_attempts() }},
-                                last_error = IF(p_action = {{ m.ACTION_NACK }}, p_error, last_error),
-                                updated_at = v_now;
-                            SET v_state_rows = v_state_rows + 1;
-                        END IF;
-                        SET v_settled = v_settled + 1;
-                    END IF;
-                END LOOP;
-                CLOSE c_messages;
-            END;
-        END IF;
-
-        IF v_extend_cursor = 1 THEN
-            UPDATE queue_offsets SET cursor_until = v_now + p_ms, updated_at = v_now
-            WHERE group_name = p_group AND partition_id = v_pid;
-        END IF;
-        IF v_known = 1 THEN
-            CALL queue__advance_watermark(p_group, v_pid, v_wm, v_cpending, v_state_rows > 0, v_now);
-        END IF;
-    END LOOP;
-    CLOSE c_partitions;
+    CALL queue__settle_apply(
+        p_group, p_deliveries, p_action, p_ms, p_error, p_now, 0, v_settled, v_stale, v_dead
+    );
     COMMIT;
 
     SELECT

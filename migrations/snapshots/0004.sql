@@ -352,6 +352,44 @@ CREATE PROCEDURE queue__settle(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
+    DECLARE v_settled INT;
+    DECLARE v_stale INT;
+    DECLARE v_dead INT;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        ROLLBACK;
+        RESIGNAL;
+    END;
+
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
+    CALL queue__settle_apply(
+        p_group, p_deliveries, p_action, p_ms, p_error, p_now, 0, v_settled, v_stale, v_dead
+    );
+    COMMIT;
+
+    SELECT
+        v_settled AS settled,
+        v_stale AS stale,
+        v_dead AS dead_lettered;
+END
+
+-- mysqlq:object procedure queue__settle_apply
+CREATE PROCEDURE queue__settle_apply(
+    IN p_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_deliveries LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_action TINYINT,
+    IN p_ms BIGINT,
+    IN p_error TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_now BIGINT,
+    IN p_locking TINYINT,
+    OUT p_settled INT,
+    OUT p_stale INT,
+    OUT p_dead INT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
     DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
     DECLARE v_done INT DEFAULT 0;
     DECLARE v_pid BIGINT;
@@ -399,14 +437,7 @@ BEGIN
         GROUP BY d.d_pid
         ORDER BY d.d_pid;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION
-    BEGIN
-        ROLLBACK;
-        RESIGNAL;
-    END;
 
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-    START TRANSACTION;
     OPEN c_partitions;
     partition_loop: LOOP
         SET v_done = 0;
@@ -429,8 +460,14 @@ BEGIN
         FROM queue_offsets AS o
         WHERE o.group_name = p_group AND o.partition_id = v_pid
         FOR UPDATE;
-        SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
-        WHERE s.group_name = p_group AND s.partition_id = v_pid;
+        IF p_locking = 1 THEN
+            SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
+            WHERE s.group_name = p_group AND s.partition_id = v_pid
+            FOR UPDATE;
+        ELSE
+            SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
+            WHERE s.group_name = p_group AND s.partition_id = v_pid;
+        END IF;
         SELECT MAX(s.max_attempts) INTO v_max_attempts
         FROM queue_partitions AS p
         INNER JOIN queue_subscriptions AS s ON p.topic = s.topic AND s.group_name = p_group
@@ -540,7 +577,61 @@ BEGIN
         END IF;
     END LOOP;
     CLOSE c_partitions;
-    COMMIT;
+    SET p_settled = v_settled;
+    SET p_stale = v_stale;
+    SET p_dead = v_dead;
+END
+
+-- mysqlq:object procedure queue__settle_tx
+CREATE PROCEDURE queue__settle_tx(
+    IN p_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_deliveries LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_action TINYINT,
+    IN p_ms BIGINT,
+    IN p_error TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_settled INT;
+    DECLARE v_stale INT;
+    DECLARE v_dead INT;
+    DECLARE v_own_transaction INT DEFAULT 0;
+    DECLARE v_error VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        DECLARE CONTINUE HANDLER FOR 1305 BEGIN END;
+        ROLLBACK TO SAVEPOINT mysqlq_settle;
+        IF v_own_transaction = 1 THEN ROLLBACK; END IF;
+        RESIGNAL;
+    END;
+
+    SAVEPOINT mysqlq_settle;
+    BEGIN
+        DECLARE CONTINUE HANDLER FOR 1305 SET v_own_transaction = 1;
+        ROLLBACK TO SAVEPOINT mysqlq_settle;
+    END;
+    IF v_own_transaction = 1 THEN
+        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+        START TRANSACTION;
+    END IF;
+    CALL queue__settle_apply(
+        p_group, p_deliveries, p_action, p_ms, p_error, p_now, 1 - v_own_transaction,
+        v_settled, v_stale, v_dead
+    );
+    IF v_stale > 0 THEN
+        SET v_error = CONCAT(
+            'MQ019 p_deliveries holds ', v_stale, ' stale deliveries: nothing was settled;',
+            ' roll back your transaction'
+        );
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_error;
+    END IF;
+    IF v_own_transaction = 1 THEN
+        COMMIT;
+    ELSE
+        RELEASE SAVEPOINT mysqlq_settle;
+    END IF;
 
     SELECT
         v_settled AS settled,
@@ -581,6 +672,41 @@ BEGIN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
     CALL queue__settle(p_group, p_deliveries, 1, 0, NULL, p_now);
+END
+
+-- mysqlq:object procedure queue_ack_tx
+CREATE PROCEDURE queue_ack_tx(
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_deliveries LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_deliveries IS NULL OR NOT JSON_VALID(p_deliveries) OR JSON_TYPE(p_deliveries) <> 'ARRAY' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
+    END IF;
+    IF JSON_LENGTH(p_deliveries) > 100000 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must hold at most 100000 deliveries';
+    END IF;
+    IF EXISTS (
+        SELECT 1
+        FROM JSON_TABLE(p_deliveries, '$[*]' COLUMNS (d_elem JSON PATH '$')) AS d
+        WHERE COALESCE(JSON_TYPE(d.d_elem), '') <> 'ARRAY' OR JSON_LENGTH(d.d_elem) <> 3
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[0]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[2]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+    ) THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
+    END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
+    CALL queue__settle_tx(p_group, p_deliveries, 1, 0, NULL, p_now);
 END
 
 -- mysqlq:object procedure queue_acquire_leases
@@ -890,6 +1016,42 @@ BEGIN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
     CALL queue__settle(p_group, p_deliveries, 4, 0, p_error, p_now);
+END
+
+-- mysqlq:object procedure queue_dead_letter_tx
+CREATE PROCEDURE queue_dead_letter_tx(
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_deliveries LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_error TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_deliveries IS NULL OR NOT JSON_VALID(p_deliveries) OR JSON_TYPE(p_deliveries) <> 'ARRAY' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
+    END IF;
+    IF JSON_LENGTH(p_deliveries) > 100000 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must hold at most 100000 deliveries';
+    END IF;
+    IF EXISTS (
+        SELECT 1
+        FROM JSON_TABLE(p_deliveries, '$[*]' COLUMNS (d_elem JSON PATH '$')) AS d
+        WHERE COALESCE(JSON_TYPE(d.d_elem), '') <> 'ARRAY' OR JSON_LENGTH(d.d_elem) <> 3
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[0]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[2]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+    ) THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
+    END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
+    CALL queue__settle_tx(p_group, p_deliveries, 4, 0, p_error, p_now);
 END
 
 -- mysqlq:object procedure queue_deregister
@@ -1564,6 +1726,46 @@ BEGIN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
     CALL queue__settle(p_group, p_deliveries, 2, p_delay_ms, p_error, p_now);
+END
+
+-- mysqlq:object procedure queue_nack_tx
+CREATE PROCEDURE queue_nack_tx(
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_deliveries LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_delay_ms BIGINT,
+    IN p_error TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_deliveries IS NULL OR NOT JSON_VALID(p_deliveries) OR JSON_TYPE(p_deliveries) <> 'ARRAY' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
+    END IF;
+    IF JSON_LENGTH(p_deliveries) > 100000 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must hold at most 100000 deliveries';
+    END IF;
+    IF EXISTS (
+        SELECT 1
+        FROM JSON_TABLE(p_deliveries, '$[*]' COLUMNS (d_elem JSON PATH '$')) AS d
+        WHERE COALESCE(JSON_TYPE(d.d_elem), '') <> 'ARRAY' OR JSON_LENGTH(d.d_elem) <> 3
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[0]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[2]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+    ) THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
+    END IF;
+    IF p_delay_ms IS NULL OR p_delay_ms NOT BETWEEN 0 AND 31536000000 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_delay_ms must be set and between 0 and 31536000000 ms';
+    END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
+    CALL queue__settle_tx(p_group, p_deliveries, 2, p_delay_ms, p_error, p_now);
 END
 
 -- mysqlq:object procedure queue_publish

@@ -13,7 +13,7 @@ revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "69f177640f4411e684c43f5ce8a793fcfda8c1dd9b05b298ca3334669cf08801"
+snapshot_sha256 = "0b31e3f5f1d8a0484d4808787f220bf79dd1d5576280dc0d42c73d6039dd5d00"
 
 
 def upgrade() -> None:

@@ -114,6 +114,21 @@ SIGNATURES: dict[str, dict[str, Any]] = {
         "p_error": "boom",
         "p_now": None,
     },
+    # the _tx settles raise on a stale delivery, and the others have settled DELIVERIES by then
+    "queue_ack_tx": {"p_group": GROUP, "p_deliveries": "[]", "p_now": None},
+    "queue_nack_tx": {
+        "p_group": GROUP,
+        "p_deliveries": "[]",
+        "p_delay_ms": 0,
+        "p_error": "boom",
+        "p_now": None,
+    },
+    "queue_dead_letter_tx": {
+        "p_group": GROUP,
+        "p_deliveries": "[]",
+        "p_error": "boom",
+        "p_now": None,
+    },
     "queue_release_messages": {"p_group": GROUP, "p_deliveries": DELIVERIES, "p_now": None},
     "queue_seek": {
         "p_group": GROUP,

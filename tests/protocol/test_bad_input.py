@@ -260,6 +260,22 @@ PARAM_KINDS: dict[str, dict[str, list]] = {
         "p_deliveries": DELIVERY_VALUES,
         "p_now": NOW_VALUES,
     },
+    "queue_ack_tx": {
+        "p_group": IDENTIFIER_REQUIRED,
+        "p_deliveries": DELIVERY_VALUES,
+        "p_now": NOW_VALUES,
+    },
+    "queue_nack_tx": {
+        "p_group": IDENTIFIER_REQUIRED,
+        "p_deliveries": DELIVERY_VALUES,
+        "p_delay_ms": ms_values(0, allow_null=False),
+        "p_now": NOW_VALUES,
+    },
+    "queue_dead_letter_tx": {
+        "p_group": IDENTIFIER_REQUIRED,
+        "p_deliveries": DELIVERY_VALUES,
+        "p_now": NOW_VALUES,
+    },
     "queue_release_messages": {
         "p_group": IDENTIFIER_REQUIRED,
         "p_deliveries": DELIVERY_VALUES,
@@ -289,7 +305,12 @@ PARAM_KINDS: dict[str, dict[str, list]] = {
 }
 
 # Free-form text parameters the procedures store as given (any value, NULL included, is valid).
-UNCHECKED = {("queue_nack", "p_error"), ("queue_dead_letter", "p_error")}
+UNCHECKED = {
+    ("queue_nack", "p_error"),
+    ("queue_dead_letter", "p_error"),
+    ("queue_nack_tx", "p_error"),
+    ("queue_dead_letter_tx", "p_error"),
+}
 
 
 def single_param_cases() -> list:

@@ -50,6 +50,9 @@ CONSUMER_PROCEDURES = (
     "queue_extend",
     "queue_dead_letter",
     "queue_release_messages",
+    "queue_ack_tx",
+    "queue_nack_tx",
+    "queue_dead_letter_tx",
 )
 # what changes other groups' or the topic's state, or deletes: the admin's alone
 ADMIN_PROCEDURES = (
