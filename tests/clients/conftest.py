@@ -1,11 +1,11 @@
 """Fixtures of the cross-client tests: latin1 databases with the schema, and clients on them.
 
-latin1_databases (session) ``get(name)``: a database created ``CHARACTER SET latin1`` (the
-                 harness makes utf8mb4 ones) with the schema installed by the harness's
-                 installer, one per name, made on first use and dropped at the end
+latin1_databases (session) ``get(name)``: a database created ``CHARACTER SET latin1`` with the
+                 schema installed (helpers.testdb.fresh_database), one per name, made on first
+                 use and dropped at the end
 client_name      one of helpers.clients.CLIENTS (the tests that take it run once per client)
-latin1_db        the client's latin1 database: one per client for the whole run (the tests
-                 use topics of their own in it), which keeps a run well under a minute
+client_db        the client's latin1 database: one per client for the whole run (each test
+                 uses topics of its own in it), which keeps a run well under a minute
 client           a new connection of that client (charset utf8mb4) to it, closed after the test
 """
 
@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 from helpers.clients import CLIENTS, Client, require_node
-from helpers.testdb import DB_PREFIX, Admin
+from helpers.testdb import Admin, fresh_database
 
 from mysqlq.schema.snapshot import SchemaObject
-from mysqlq.tools import harness, localserver
+from mysqlq.tools import localserver
 from mysqlq.tools.harness import ThrowawayDatabase
 
 
@@ -33,28 +33,16 @@ def latin1_databases(
     admin: Admin,
 ) -> Iterator[Callable[[str], ThrowawayDatabase]]:
     made: dict[str, ThrowawayDatabase] = {}
+    with contextlib.ExitStack() as stack:
 
-    def get(name: str) -> ThrowawayDatabase:
-        if name not in made:
-            database = ThrowawayDatabase(server.dsn, harness.random_name(DB_PREFIX))
-            cur = admin.conn.cursor()
-            try:
-                cur.execute(f"CREATE DATABASE `{database.name}` CHARACTER SET latin1")
-            finally:
-                cur.close()
-            made[name] = database
-            harness.install_schema(
-                admin.conn, database.name, schema_objects, head_revision, disable_events=True
-            )
-        return made[name]
+        def get(name: str) -> ThrowawayDatabase:
+            if name not in made:
+                made[name] = stack.enter_context(
+                    fresh_database(admin, server, schema_objects, head_revision, charset="latin1")
+                )
+            return made[name]
 
-    try:
         yield get
-    finally:
-        for database in made.values():
-            database.close_all()
-            with contextlib.suppress(Exception):
-                harness.drop_database(admin.conn, database.name)
 
 
 @pytest.fixture(params=list(CLIENTS))
@@ -66,15 +54,15 @@ def client_name(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def latin1_db(
+def client_db(
     client_name: str, latin1_databases: Callable[[str], ThrowawayDatabase]
 ) -> ThrowawayDatabase:
     return latin1_databases(client_name)
 
 
 @pytest.fixture
-def client(client_name: str, latin1_db: ThrowawayDatabase) -> Iterator[Client]:
-    made: Any = CLIENTS[client_name](latin1_db.dsn)
+def client(client_name: str, client_db: ThrowawayDatabase) -> Iterator[Client]:
+    made: Any = CLIENTS[client_name](client_db.dsn)
     try:
         yield made
     finally:

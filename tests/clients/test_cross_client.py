@@ -287,7 +287,7 @@ def test_errors_carry_a_code(client: Client) -> None:
 # --------------------------------------------------------------------------- read back
 
 
-def test_python_subscriber_reads_back(client: Client, latin1_db: ThrowawayDatabase) -> None:
+def test_python_subscriber_reads_back(client: Client, client_db: ThrowawayDatabase) -> None:
     """What another client published, mysqlq.Subscriber delivers byte for byte."""
     to_base64 = server_base64(client, LARGE)
     client.publish("mixed", BIG, key="k-big", id="big")
@@ -317,7 +317,7 @@ def test_python_subscriber_reads_back(client: Client, latin1_db: ThrowawayDataba
             got[msg.id] = (msg.key, msg.payload, msg.metadata)
 
     sub = mysqlq.Subscriber(
-        latin1_db.dsn,
+        client_db.dsn,
         topic="mixed",
         group="python",
         handler=handle,

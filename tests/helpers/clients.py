@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,7 +193,10 @@ class ConnectorClient(Client):
         try:
             cur.callproc(proc, args)
             rows: list[dict[str, Any]] = []
-            for result in cur.stored_results():
+            with warnings.catch_warnings():  # 9.x: "will be a property in a future release"
+                warnings.simplefilter("ignore", DeprecationWarning)
+                results = list(cur.stored_results())
+            for result in results:
                 if not rows and result.description:
                     rows = [
                         dict(zip(result.column_names, r, strict=True)) for r in result.fetchall()
