@@ -6,7 +6,8 @@ latin1_databases (session) ``get(name)``: a database created ``CHARACTER SET lat
 client_name      one of helpers.clients.CLIENTS (the tests that take it run once per client)
 client_db        the client's latin1 database: one per client for the whole run (each test
                  uses topics of its own in it), which keeps a run well under a minute
-client           a new connection of that client (charset utf8mb4) to it, closed after the test
+client           a connection of that client (charset utf8mb4) to it: a new one for each test,
+                 but for the Node clients' processes (node_clients), kept for the run
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from helpers.clients import CLIENTS, Client, require_node
+from helpers.clients import CLIENTS, Client, NodeClient, require_node
 from helpers.testdb import Admin, fresh_database
 
 from mysqlq.schema.snapshot import SchemaObject
@@ -60,8 +61,28 @@ def client_db(
     return latin1_databases(client_name)
 
 
+@pytest.fixture(scope="session")
+def node_clients() -> Iterator[dict[str, NodeClient]]:
+    """The ``node rpc.js`` processes, one per Node client for the whole run (a new one replaces
+    one that died): starting node and loading mysql2 for every test would cost seconds."""
+    running: dict[str, NodeClient] = {}
+    try:
+        yield running
+    finally:
+        for made in running.values():
+            made.close()
+
+
 @pytest.fixture
-def client(client_name: str, client_db: ThrowawayDatabase) -> Iterator[Client]:
+def client(
+    client_name: str, client_db: ThrowawayDatabase, node_clients: dict[str, NodeClient]
+) -> Iterator[Client]:
+    if client_name.startswith("node-"):
+        made = node_clients.get(client_name)
+        if made is None or not made.alive():
+            made = node_clients[client_name] = CLIENTS[client_name](client_db.dsn)
+        yield made
+        return
     made: Any = CLIENTS[client_name](client_db.dsn)
     try:
         yield made

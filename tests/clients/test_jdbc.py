@@ -81,6 +81,9 @@ def test_jdbc_example(
         ("poison-🧪", "3", "0"),
         ("text-😀", "1", "1"),  # the same id again: the first offset, a duplicate
     ]
+    (refused,) = [line[1:] for line in lines if line[0] == "REFUSED"]
+    assert refused[:2] == ["1644", "MQ001"]  # errno and mysqlqCode()
+    assert "MQ001 p_topic must be" in refused[2]  # after Connector/J's "(conn=N) "
     handled = [tuple(line[1:]) for line in lines if line[0] == "HANDLED"]
     text_sha, big_sha = hashlib.sha256(TEXT).hexdigest(), hashlib.sha256(BIG).hexdigest()
     assert handled == [

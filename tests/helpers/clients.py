@@ -240,6 +240,26 @@ class ConnectorClient(Client):
             self.conn.close()
 
 
+# The public procedures that open a cursor of their own (or call one that does) on every call.
+# Connector/Python's prepared cursor must read their rows with fetchmany() (prepared_rows).
+# docs/clients.md lists them (tests/clients/test_docs.py), test_prepared_cursor.py pins them.
+CURSOR_PROCEDURES = {
+    "queue_publish_batch",
+    "queue_fetch",
+    "queue_fetch_wait",
+    "queue_ack",
+    "queue_nack",
+    "queue_extend",
+    "queue_dead_letter",
+    "queue_release_messages",
+    "queue_seek",
+    "queue_redrive",
+    "queue_commit_offsets",
+    "queue_gc",
+    "queue_maintenance",
+}
+
+
 def text_columns(description: Sequence[Any], row: Sequence[Any]) -> dict[str, Any]:
     """A prepared cursor's row as a dict, its text columns as str. Connector/Python's binary
     protocol returns a column whose flags are exactly BINARY as bytes: a nullable column with a
@@ -324,6 +344,9 @@ class NodeClient(Client):
             text=True,
             encoding="utf-8",
         )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
 
     def _ask(self, request: dict[str, Any]) -> Any:
         assert self.proc.stdin is not None and self.proc.stdout is not None

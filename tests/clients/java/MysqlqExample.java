@@ -17,6 +17,9 @@ import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.function.BooleanSupplier;
+import java.util.function.IntToLongFunction;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 public class MysqlqExample {
 
@@ -53,6 +56,13 @@ public class MysqlqExample {
         PoisonMessage(String reason) { super(reason); }
     }
 
+    // p_error holds up to 65535 bytes: 10000 characters always fit.
+    static String errorText(Exception e) {
+        String text = String.valueOf(e.getMessage());
+        int n = text.codePointCount(0, text.length());
+        return n <= 10000 ? text : text.substring(0, text.offsetByCodePoints(0, 10000));
+    }
+
     static void bind(CallableStatement cs, Object... args) throws SQLException {
         for (int i = 0; i < args.length; i++) {
             if (args[i] == null) cs.setNull(i + 1, Types.VARCHAR);
@@ -71,7 +81,7 @@ public class MysqlqExample {
     static List<Message> fetch(Connection conn, String group, String topic, String me)
             throws SQLException {
         try (CallableStatement cs = conn.prepareCall("{call queue_fetch(?, ?, ?, ?, ?, ?, ?)}")) {
-            bind(cs, group, topic, me, 10, 60000, 100, null);  // batch size, visibility ms, max rows
+            bind(cs, group, topic, me, 10, 60000, 100, null);  // batch, visibility ms, max rows
             List<Message> rows = new ArrayList<>();
             try (ResultSet rs = cs.executeQuery()) {
                 while (rs.next()) {
@@ -89,7 +99,8 @@ public class MysqlqExample {
     // message to the group's DLQ), or throws PoisonMessage to dead-letter it now. Autocommit on:
     // every procedure runs its own transaction.
     static void consume(Connection conn, String group, String topic, String me, int maxAttempts,
-                        Handler handler, BooleanSupplier stop) throws Exception {
+                        Handler handler, IntToLongFunction backoffMs, BooleanSupplier stop)
+            throws Exception {
         long leaseMs = 30000;
         call(conn, "{call queue_subscribe(?, ?, ?, ?, ?, ?, ?)}",
             group, topic, me, maxAttempts, null, leaseMs, null);
@@ -97,7 +108,8 @@ public class MysqlqExample {
         try {
             while (!stop.getAsBoolean()) {
                 if (System.currentTimeMillis() >= nextTick) {   // the lease tick
-                    call(conn, "{call queue_acquire_leases(?, ?, ?, ?, ?)}", group, topic, me, leaseMs, null);
+                    call(conn, "{call queue_acquire_leases(?, ?, ?, ?, ?)}",
+                        group, topic, me, leaseMs, null);
                     nextTick = System.currentTimeMillis() + leaseMs / 3;
                 }
                 List<Message> rows = fetch(conn, group, topic, me);
@@ -112,20 +124,27 @@ public class MysqlqExample {
                         acked.add(msg.delivery());
                     } catch (PoisonMessage e) {
                         call(conn, "{call queue_dead_letter(?, ?, ?, ?)}",
-                            group, "[" + msg.delivery() + "]", e.getMessage(), null);
-                    } catch (Exception e) {
-                        long backoffMs = 0;                     // e.g. Math.min(1000L << msg.attempt(), 300000)
-                        call(conn, "{call queue_nack(?, ?, ?, ?, ?)}",
-                            group, "[" + msg.delivery() + "]", backoffMs, e.getMessage(), null);
+                            group, "[" + msg.delivery() + "]", errorText(e), null);
+                    } catch (Exception e) {                     // retried after the backoff
+                        call(conn, "{call queue_nack(?, ?, ?, ?, ?)}", group, "[" + msg.delivery()
+                            + "]", backoffMs.applyAsLong(msg.attempt()), errorText(e), null);
                     }
                 }
                 if (!acked.isEmpty()) {
-                    call(conn, "{call queue_ack(?, ?, ?)}", group, "[" + String.join(", ", acked) + "]", null);
+                    String deliveries = "[" + String.join(", ", acked) + "]";
+                    call(conn, "{call queue_ack(?, ?, ?)}", group, deliveries, null);
                 }
             }
         } finally {
             call(conn, "{call queue_deregister(?, ?, ?, ?)}", group, topic, me, null);
         }
+    }
+
+    // The code (MQ001 ...) of an error a procedure raised: SQLSTATE 45000, errno 1644, a message
+    // that starts with the code (MariaDB Connector/J puts "(conn=N) " before it).
+    static String mysqlqCode(SQLException e) {
+        Matcher m = Pattern.compile("(?:^|\\) )(MQ\\d{3}) ").matcher(String.valueOf(e.getMessage()));
+        return "45000".equals(e.getSQLState()) && m.find() ? m.group(1) : null;
     }
 
     static String sha256(byte[] data) throws Exception {
@@ -157,6 +176,12 @@ public class MysqlqExample {
             Object[] again = publish(conn, topic, key, "text-😀", text.getBytes(StandardCharsets.UTF_8), metadata);
             out.println("PUBLISHED\t" + again[3] + "\t" + again[0] + "\t" + again[1] + "\t" + again[2]);
 
+            try {
+                publish(conn, "not a topic!", null, null, new byte[0], null);
+            } catch (SQLException e) {
+                out.println("REFUSED\t" + e.getErrorCode() + "\t" + mysqlqCode(e) + "\t" + e.getMessage());
+            }
+
             int maxAttempts = 2;
             java.util.Set<String> finished = new java.util.HashSet<>();
             long deadline = System.currentTimeMillis() + 20000;
@@ -172,7 +197,8 @@ public class MysqlqExample {
                     throw new Exception(error);
                 }
                 finished.add(msg.id());
-            }, () -> finished.size() >= messages.length || System.currentTimeMillis() > deadline);
+            }, attempt -> 0, // no backoff in this run; e.g. attempt -> Math.min(1000L << attempt, 300000)
+                () -> finished.size() >= messages.length || System.currentTimeMillis() > deadline);
             out.println("DONE\t" + finished.size());
         } catch (SQLException e) {
             out.println("SQLERROR\t" + e.getErrorCode() + "\t" + e.getSQLState() + "\t" + e.getMessage());

@@ -20,8 +20,10 @@ async function call(conn, proc, args, { prepared = true } = {}) {
 
 // Publish one message. payload: a Buffer (stored byte for byte) or a string (stored as
 // UTF-8). Returns { offset, duplicate, partition_id, id }.
-async function publish(conn, topic, payload, { key = null, id = null, metadata = null, delayMs = 0, prepared } = {}) {
-  const args = [topic, key, id, Buffer.from(payload), metadata && JSON.stringify(metadata), delayMs];
+async function publish(conn, topic, payload, options = {}) {
+  const { key = null, id = null, metadata = null, delayMs = 0, prepared } = options;
+  const meta = metadata === null ? null : JSON.stringify(metadata);
+  const args = [topic, key, id, Buffer.from(payload), meta, delayMs];
   const [row] = await call(conn, 'queue_publish', args, { prepared });
   return row;
 }
@@ -30,12 +32,12 @@ async function publish(conn, topic, payload, { key = null, id = null, metadata =
 // message, { idx, offset, duplicate, partition_id, id }, in order. Give every message an
 // id: a retry after a lost connection then returns the first offsets, and stores nothing twice.
 async function publishBatch(conn, topic, messages, { prepared } = {}) {
-  const elements = messages.map(({ key = null, id = null, payload, metadata = null, delayMs = 0 }) => ({
-    key,
-    id,
-    payload_b64: Buffer.from(payload).toString('base64'),
-    metadata,
-    delay_ms: delayMs,
+  const elements = messages.map((m) => ({
+    key: m.key ?? null,
+    id: m.id ?? null,
+    payload_b64: Buffer.from(m.payload).toString('base64'),
+    metadata: m.metadata ?? null,
+    delay_ms: m.delayMs ?? 0,
   }));
   return call(conn, 'queue_publish_batch', [topic, JSON.stringify(elements)], { prepared });
 }
@@ -86,11 +88,13 @@ async function consume(conn, {
           await handle(msg);
           acked.push(delivery);
         } catch (err) {
-          const error = String(err && err.message);
+          // p_error holds up to 65535 bytes: 10000 characters always fit
+          const error = Array.from(String(err && err.message)).slice(0, 10000).join('');
           if (err instanceof PoisonMessage) {
             await q('queue_dead_letter', [group, JSON.stringify([delivery]), error, null]);
           } else {
-            await q('queue_nack', [group, JSON.stringify([delivery]), backoffMs(msg.attempt), error, null]);
+            const delayMs = backoffMs(msg.attempt);
+            await q('queue_nack', [group, JSON.stringify([delivery]), delayMs, error, null]);
           }
         }
       }
