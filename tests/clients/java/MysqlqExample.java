@@ -23,8 +23,11 @@ import java.util.regex.Pattern;
 
 public class MysqlqExample {
 
-    // Publish one message: returns {offset, duplicate, partition_id} and the message id.
-    static Object[] publish(Connection conn, String topic, String key, String id, byte[] payload,
+    // Where a message is: a duplicate (its id was published before) has the first copy's offset.
+    record Published(long partitionId, long offset, boolean duplicate, String id) {}
+
+    // Publish one message (inside the connection's transaction, if one is open).
+    static Published publish(Connection conn, String topic, String key, String id, byte[] payload,
                             String metadataJson) throws SQLException {
         try (CallableStatement cs = conn.prepareCall("{call queue_publish(?, ?, ?, ?, ?, ?)}")) {
             cs.setString(1, topic);
@@ -35,8 +38,8 @@ public class MysqlqExample {
             cs.setLong(6, 0);                     // delay in ms
             try (ResultSet rs = cs.executeQuery()) {
                 rs.next();
-                return new Object[] {rs.getLong("offset"), rs.getInt("duplicate"),
-                    rs.getLong("partition_id"), rs.getString("id")};
+                return new Published(rs.getLong("partition_id"), rs.getLong("offset"),
+                    rs.getBoolean("duplicate"), rs.getString("id"));
             }
         }
     }
@@ -170,11 +173,11 @@ public class MysqlqExample {
             String[][] messages = {{"big", "k-big"}, {"text-😀", key}, {"fails-кириллица", key}, {"poison-🧪", key}};
             for (String[] m : messages) {
                 byte[] payload = m[0].equals("big") ? big : text.getBytes(StandardCharsets.UTF_8);
-                Object[] r = publish(conn, topic, m[1], m[0], payload, m[0].equals("big") ? null : metadata);
-                out.println("PUBLISHED\t" + r[3] + "\t" + r[0] + "\t" + r[1] + "\t" + r[2]);
+                Published r = publish(conn, topic, m[1], m[0], payload, m[0].equals("big") ? null : metadata);
+                out.println("PUBLISHED\t" + r.id() + "\t" + r.offset() + "\t" + (r.duplicate() ? 1 : 0));
             }
-            Object[] again = publish(conn, topic, key, "text-😀", text.getBytes(StandardCharsets.UTF_8), metadata);
-            out.println("PUBLISHED\t" + again[3] + "\t" + again[0] + "\t" + again[1] + "\t" + again[2]);
+            Published again = publish(conn, topic, key, "text-😀", text.getBytes(StandardCharsets.UTF_8), metadata);
+            out.println("PUBLISHED\t" + again.id() + "\t" + again.offset() + "\t" + (again.duplicate() ? 1 : 0));
 
             try {
                 publish(conn, "not a topic!", null, null, new byte[0], null);
