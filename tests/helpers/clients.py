@@ -252,11 +252,28 @@ CURSOR_PROCEDURES = {
     "queue_extend",
     "queue_dead_letter",
     "queue_release_messages",
+    "queue_ack_tx",
+    "queue_nack_tx",
+    "queue_dead_letter_tx",
     "queue_seek",
     "queue_redrive",
     "queue_commit_offsets",
     "queue_gc",
     "queue_maintenance",
+}
+
+
+# their cursors run in a routine they call, and they send their result after it returned: MariaDB
+# clears the flag when the nested CALL ends, MySQL keeps it
+NESTED_CURSOR_PROCEDURES = {
+    "queue_ack",
+    "queue_nack",
+    "queue_extend",
+    "queue_dead_letter",
+    "queue_release_messages",
+    "queue_ack_tx",
+    "queue_nack_tx",
+    "queue_dead_letter_tx",
 }
 
 
