@@ -13,6 +13,7 @@ from mysqlq.errors import (
     PermissionDenied,
     SchemaMismatch,
     ServerMisconfigured,
+    StaleDelivery,
     TransientError,
 )
 from mysqlq.message import Message
@@ -35,6 +36,7 @@ __all__ = [
     "PublishResult",
     "SchemaMismatch",
     "ServerMisconfigured",
+    "StaleDelivery",
     "Subscriber",
     "Transaction",
     "TransientError",

@@ -38,6 +38,12 @@ NACK = "CALL queue_nack(%s, %s, %s, %s, NULL)"
 EXTEND = "CALL queue_extend(%s, %s, %s, NULL)"
 DEAD_LETTER = "CALL queue_dead_letter(%s, %s, %s, NULL)"
 RELEASE_MESSAGES = "CALL queue_release_messages(%s, %s, NULL)"
+# settling inside the handler's own transaction (never committing it): exactly-once effects
+ACK_TX = "CALL queue_ack_tx(%s, %s, NULL)"
+NACK_TX = "CALL queue_nack_tx(%s, %s, %s, %s, NULL)"
+DEAD_LETTER_TX = "CALL queue_dead_letter_tx(%s, %s, %s, NULL)"
+READ_COMMITTED = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
+START_TRANSACTION = "START TRANSACTION"
 
 # administration
 SEEK = "CALL queue_seek(%s, %s, %s, %s, NULL)"

@@ -59,6 +59,11 @@ def error_text(error: str | None) -> str | None:
     return error[: ERROR_TEXT_CHARS - len(mark)] + mark
 
 
+def deliveries_json(messages: Any) -> str:
+    """The JSON list of [partition_id, offset, token] triples the settle procedures take."""
+    return json.dumps([m.delivery for m in messages])
+
+
 def metadata_json(metadata: Mapping[str, Any] | None) -> str | None:
     if metadata is None:
         return None

@@ -5,7 +5,8 @@ are translated by :func:`translate` (or the :func:`translating` context manager)
 from the error number the server reported:
 
 * ``SIGNAL SQLSTATE '45000'`` in a procedure (errno 1644) -> :class:`InvalidArgument`, with
-  ``code`` the stable code its message starts with (``MQ011``; docs/protocol.md lists them)
+  ``code`` the stable code its message starts with (``MQ011``; docs/protocol.md lists them);
+  ``MQ019`` (a settle in your transaction met a stale delivery) -> :class:`StaleDelivery`
 * a value the server cannot convert to a parameter's declared type (1264 out of range, 1265
   truncated, 1366 incorrect integer or string value such as invalid UTF-8, 1406 too long) ->
   :class:`InvalidArgument`, its message starting with the parameter's name
@@ -39,6 +40,7 @@ __all__ = [
     "PermissionDenied",
     "SchemaMismatch",
     "ServerMisconfigured",
+    "StaleDelivery",
     "TransientError",
     "translate",
     "translating",
@@ -67,6 +69,12 @@ class InvalidDSN(Error, ValueError):
 
 class InvalidArgument(Error, ValueError):
     """A procedure rejected its input (``SIGNAL SQLSTATE '45000'``)."""
+
+
+class StaleDelivery(Error):
+    """A settle inside your transaction met a delivery that is no longer yours (redelivered,
+    seeked over or already settled): nothing was settled, and the transaction must roll back so
+    that its writes do not commit as if the message were handled (code MQ019)."""
 
 
 class SchemaMismatch(Error):
@@ -158,6 +166,8 @@ def translate(exc: BaseException) -> Error:
     errno, message = _errno_and_message(exc)
     text = f"({errno}) {message}" if errno is not None else message
     if errno == ER_SIGNAL_EXCEPTION:
+        if message.startswith("MQ019 "):
+            return StaleDelivery(message, errno)
         return InvalidArgument(message, errno)
     if errno in CONVERSION_ERRNOS and (m := _COLUMN.search(message)):
         return InvalidArgument(f"{m.group(1)}: {message} ({errno})", errno)

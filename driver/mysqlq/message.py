@@ -7,6 +7,7 @@ through the small :class:`Settler` protocol (the subscriber implements it).
 from __future__ import annotations
 
 import json
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -27,6 +28,21 @@ class Settler(Protocol):
 
     def extend(self, message: Message, seconds: float) -> None:
         """Keep the message invisible to others for ``seconds`` more from now."""
+
+    def settle_in(
+        self,
+        message: Message,
+        outcome: str,
+        conn: Any,
+        *,
+        delay: float | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Settle inside the open transaction of ``conn`` (a MySQLdb connection), without
+        committing it: the outcome exists when, and only if, that transaction commits."""
+
+    def transaction(self, message: Message) -> AbstractContextManager[Any]:
+        """A transaction on the subscriber's database that acks the message when it commits."""
 
 
 @dataclass
@@ -102,18 +118,30 @@ class Message:
 
     # explicit outcomes: the first one is final, returning from the handler adds nothing
 
-    def ack(self) -> None:
-        """Done: the message will not be delivered to this group again."""
-        self._settle("ack")
+    def ack(self, conn: Any = None) -> None:
+        """Done: the message will not be delivered to this group again. With ``conn`` (a MySQLdb
+        connection with a transaction open) the ack joins that transaction: it exists when, and
+        only if, the transaction commits; a stale delivery raises :class:`mysqlq.StaleDelivery`
+        and the transaction must roll back."""
+        self._settle("ack", conn=conn)
 
-    def nack(self, delay: float | None = None, error: str = "nacked by handler") -> None:
+    def nack(
+        self, delay: float | None = None, error: str = "nacked by handler", conn: Any = None
+    ) -> None:
         """Failed: deliver again after ``delay`` seconds (default: the subscriber's backoff), or
-        move to the DLQ when this was the last allowed attempt."""
-        self._settle("nack", delay=delay, error=error)
+        move to the DLQ when this was the last allowed attempt. ``conn``: as for :meth:`ack`."""
+        self._settle("nack", delay=delay, error=error, conn=conn)
 
-    def dead_letter(self, reason: str) -> None:
-        """Move to the group's DLQ now, with ``reason`` as the last error."""
-        self._settle("dead_letter", error=reason)
+    def dead_letter(self, reason: str, conn: Any = None) -> None:
+        """Move to the group's DLQ now, with ``reason`` as the last error. ``conn``: as for
+        :meth:`ack`."""
+        self._settle("dead_letter", error=reason, conn=conn)
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """``with msg.transaction() as tx: tx.execute(...)``: a transaction (READ COMMITTED) on
+        the subscriber's database whose commit also acks the message, and whose rollback (on an
+        exception) leaves it unsettled. Exactly-once effects for writes to that database."""
+        return self._attached().transaction(self)
 
     def extend(self, seconds: float) -> None:
         """Keep the message invisible to others for ``seconds`` more from now."""
@@ -123,7 +151,11 @@ class Message:
     def settled(self) -> bool:
         return self._outcome is not None
 
-    def _settle(self, outcome: str, **kw: Any) -> None:
+    def _settle(self, outcome: str, conn: Any = None, **kw: Any) -> None:
+        if conn is not None:
+            # in the caller's transaction: the settler records the outcome once the call worked
+            self._attached().settle_in(self, outcome, conn, **kw)
+            return
         if self._outcome is not None:
             return
         settler = self._attached()

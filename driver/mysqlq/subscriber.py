@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import json
 import logging
 import os
 import random
@@ -40,13 +39,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from mysqlq import _sql, codec, version
+from mysqlq import _sql, codec, effects, version
 from mysqlq.connection import connect as open_connection
 from mysqlq.connection import execute_rows, resolve_dsn
 from mysqlq.errors import Error, InvalidArgument
+from mysqlq.flusher import COUNTED, Flusher, Settlement
 from mysqlq.handler_pool import HandlerPool
 from mysqlq.holdings import Holdings
 from mysqlq.link import Link
@@ -94,13 +93,20 @@ class _SubscriberSettler:
     def extend(self, message: Message, seconds: float) -> None:
         self._subscriber._extend(message, seconds)
 
+    def settle_in(
+        self,
+        message: Message,
+        outcome: str,
+        conn: Any,
+        *,
+        delay: float | None = None,
+        error: str | None = None,
+    ) -> None:
+        self._subscriber._settle_in(message, outcome, conn, delay=delay, error=error)
 
-@dataclass
-class _Settlement:
-    outcome: str  # ack, nack, dead_letter, extend, release
-    message: Message
-    delay_ms: int = 0
-    error: str | None = None
+    def transaction(self, message: Message) -> Any:
+        sub = self._subscriber
+        return effects.transaction(sub._tx_connection, sub._tx_discard, sub.group, message)
 
 
 class Subscriber:
@@ -170,17 +176,15 @@ class Subscriber:
 
         self._stopping = threading.Event()
         self._stopped = threading.Event()
-        # set by stop() once every buffered message was handed to the flush loop
-        self._final_flush = threading.Event()
-        # set by the flush loop when it flushed everything: the lease loop then deregisters
-        self._flush_done = threading.Event()
         self._wake = threading.Event()
         self._lock = threading.Lock()
-        self._flush_cond = threading.Condition()
-        self._settlements: list[_Settlement] = []
+        # the flush loop's queue; stop() finishes it once every buffered message is in it
+        self._flusher = Flusher(group, self.name, self._record, self._wake.set)
         self._settler = _SubscriberSettler(self)
         # leases, buffered and running messages
         self._holdings = Holdings(max_handler_time)
+        # per handler thread: the connection of msg.transaction() (opened on first use)
+        self._tx_local = threading.local()
         self._threads: list[threading.Thread] = []
         self._pool: HandlerPool | None = None
         self._counts = collections.Counter()
@@ -250,10 +254,8 @@ class Subscriber:
         while time.monotonic() < deadline and self._holdings.running:
             time.sleep(0.01)
         for message in self._holdings.drain():
-            self._enqueue(_Settlement("release", message))
-        self._final_flush.set()
-        with self._flush_cond:
-            self._flush_cond.notify_all()
+            self._flusher.enqueue(Settlement("release", message))
+        self._flusher.finish()
         for t in self._threads:
             t.join(timeout=max(0.1, deadline - time.monotonic()) + 5)
         if self._pool is not None:
@@ -307,7 +309,7 @@ class Subscriber:
                     log.error("%s: lease tick failed: %s", self.name, exc)
                 self._stopping.wait(max(0.0, interval - (time.monotonic() - started)))
             # the flush loop has returned what it could; now leave the group at once
-            self._flush_done.wait(timeout=30)
+            self._flusher.done.wait(timeout=30)
             with contextlib.suppress(Error):
                 link.rows(
                     _sql.DEREGISTER,
@@ -386,7 +388,7 @@ class Subscriber:
                 return
             if not started:
                 self._count("expired_unstarted")
-                self._enqueue(_Settlement("release", held.message))
+                self._flusher.enqueue(Settlement("release", held.message))
                 continue
             try:
                 self._handle(held.message)
@@ -438,11 +440,11 @@ class Subscriber:
         error = codec.error_text(error)
         if outcome == "nack":
             delay_ms = self._backoff_ms(message.attempt) if delay is None else _ms(delay)
-            self._enqueue(_Settlement("nack", message, delay_ms=delay_ms, error=error))
+            self._flusher.enqueue(Settlement("nack", message, delay_ms=delay_ms, error=error))
         elif outcome == "dead_letter":
-            self._enqueue(_Settlement("dead_letter", message, error=error))
+            self._flusher.enqueue(Settlement("dead_letter", message, error=error))
         else:
-            self._enqueue(_Settlement("ack", message))
+            self._flusher.enqueue(Settlement("ack", message))
 
     def _extend(self, message: Message, seconds: float) -> None:
         _positive("seconds", seconds)
@@ -450,7 +452,38 @@ class Subscriber:
             return
         # a handler that says it needs longer gets it: visibility and give-up deadline
         self._holdings.extend_running(message, time.monotonic() + seconds)
-        self._enqueue(_Settlement("extend", message, delay_ms=_ms(seconds)), urgent=True)
+        self._flusher.enqueue(Settlement("extend", message, delay_ms=_ms(seconds)))
+
+    def _settle_in(
+        self,
+        message: Message,
+        outcome: str,
+        conn: Any,
+        *,
+        delay: float | None = None,
+        error: str | None = None,
+    ) -> None:
+        """In the caller's transaction: no local fencing, the database decides (a given-up
+        handler's late settle is stale there once its nack landed, and raises)."""
+        if message.settled:
+            raise Error(f"message {message.id!r} is already settled")
+        delay_ms = self._backoff_ms(message.attempt) if delay is None else _ms(delay)
+        effects.settle_in(conn, self.group, message, outcome, delay_ms=delay_ms, error=error)
+        message._outcome = outcome
+        self._count(f"{COUNTED[outcome]}_in_transaction")
+
+    def _tx_connection(self) -> Any:
+        conn = getattr(self._tx_local, "conn", None)
+        if conn is None:
+            conn = self._tx_local.conn = open_connection(self.dsn)
+        return conn
+
+    def _tx_discard(self) -> None:
+        conn = getattr(self._tx_local, "conn", None)
+        self._tx_local.conn = None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
 
     def _fenced(self, message: Message, outcome: str) -> bool:
         """A handler that was given up settles nothing: its message was nacked already."""
@@ -475,7 +508,7 @@ class Subscriber:
         every = self.visibility_timeout / 3
         last = time.monotonic()
         try:
-            while not self._final_flush.wait(tick):
+            while not self._flusher.final.wait(tick):
                 now = time.monotonic()
                 self._give_up_overdue(now)
                 self._release_moved(now)
@@ -498,8 +531,8 @@ class Subscriber:
                 self.max_handler_time,
                 _where(message),
             )
-            self._enqueue(
-                _Settlement(
+            self._flusher.enqueue(
+                Settlement(
                     "nack",
                     message,
                     delay_ms=self._backoff_ms(message.attempt),
@@ -516,14 +549,14 @@ class Subscriber:
         new holder would wait for them otherwise."""
         for message in self._holdings.moved(now):
             self._count("expired_unstarted")
-            self._enqueue(_Settlement("release", message))
+            self._flusher.enqueue(Settlement("release", message))
 
     def _extend_held(self, link: Link) -> None:
         held = self._holdings.all_held()
         if not held:
             return
         sent = time.monotonic()
-        deliveries = json.dumps([h.message.delivery for h in held])
+        deliveries = codec.deliveries_json(h.message for h in held)
         try:
             link.rows(_sql.EXTEND, (self.group, deliveries, _ms(self.visibility_timeout)))
         except Error as exc:
@@ -532,63 +565,22 @@ class Subscriber:
         self._holdings.extended(held, sent + self.visibility_timeout)
         self._count("keepalives")
 
-    def _enqueue(self, settlement: _Settlement, urgent: bool = False) -> None:
-        with self._flush_cond:
-            self._settlements.append(settlement)
-            self._flush_cond.notify_all()
-
     def _flush_loop(self) -> None:
         link = Link(self.dsn, name=f"{self.name} flush", attempts=None, stopping=self._stopping)
         try:
-            while True:
-                with self._flush_cond:
-                    if not self._settlements and not self._final_flush.is_set():
-                        self._flush_cond.wait(0.2)
-                    batch, self._settlements = self._settlements, []
-                if batch:
-                    self._flush(link, batch)
-                elif self._final_flush.is_set():
-                    break
+            self._flusher.run(link)
         finally:
-            self._flush_done.set()
             link.close()
 
-    def _flush(self, link: Link, batch: list[_Settlement]) -> None:
-        groups: dict[tuple, list[_Settlement]] = collections.defaultdict(list)
-        for s in batch:
-            groups[(s.outcome, s.delay_ms, s.error)].append(s)
-        for (outcome, delay_ms, error), items in groups.items():
-            deliveries = json.dumps([s.message.delivery for s in items])
-            sql, args = {
-                "ack": (_sql.ACK, (self.group, deliveries)),
-                "nack": (_sql.NACK, (self.group, deliveries, delay_ms, error)),
-                "dead_letter": (_sql.DEAD_LETTER, (self.group, deliveries, error)),
-                "extend": (_sql.EXTEND, (self.group, deliveries, delay_ms)),
-                "release": (_sql.RELEASE_MESSAGES, (self.group, deliveries)),
-            }[outcome]
-            try:
-                (row,) = link.rows(sql, args, give_up_when_stopping=False)
-            except Error as exc:
-                log.error("%s: %s of %d messages failed: %s", self.name, outcome, len(items), exc)
-                continue
-            # a nack at the last attempt moves the message to the DLQ: count it there
-            dead = int(row["dead_lettered"])
-            settled = int(row["settled"]) - (dead if outcome == "nack" else 0)
-            self._count(_COUNTED[outcome], settled)
-            self._count("stale", int(row["stale"]))
+    def _record(self, outcome: str, settled: int, stale: int, dead: int) -> None:
+        """What one flush call did: a nack at the last attempt moves the message to the DLQ, so
+        it counts there."""
+        settled -= dead if outcome == "nack" else 0
+        self._count(COUNTED[outcome], settled)
+        self._count("stale", stale)
+        if outcome == "nack" and dead:
+            self._count("dead_lettered", dead)
+        if self._metrics:
+            self._metrics.outcome(outcome, settled)
             if outcome == "nack" and dead:
-                self._count("dead_lettered", dead)
-            if self._metrics:
-                self._metrics.outcome(outcome, settled)
-                if outcome == "nack" and dead:
-                    self._metrics.outcome("dead_letter", dead)
-        self._wake.set()
-
-
-_COUNTED = {
-    "ack": "acked",
-    "nack": "nacked",
-    "dead_letter": "dead_lettered",
-    "extend": "extended",
-    "release": "released",
-}
+                self._metrics.outcome("dead_letter", dead)

@@ -1,0 +1,114 @@
+"""Exactly-once effects: settle a message inside the handler's own database transaction.
+
+A handler whose effects are writes to the queue's own database commits them together with the
+ack (``queue_ack_tx`` and its siblings join the caller's transaction and never commit it), so a
+crash anywhere leaves either both or neither::
+
+    def handle(msg):
+        with msg.transaction() as tx:
+            tx.execute("UPDATE accounts SET balance = balance - %s WHERE id = %s", (10, 7))
+
+or, on a connection of your own, ``msg.ack(conn=my_conn)`` before your ``COMMIT``. A delivery
+that is no longer the handler's (redelivered, seeked over, settled) raises
+:class:`~mysqlq.errors.StaleDelivery` and the transaction rolls back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import MySQLdb
+
+from mysqlq import _sql, codec
+from mysqlq.connection import execute_rows
+from mysqlq.errors import ConnectionLost, Error, translating
+from mysqlq.message import Message
+
+__all__ = ["HandlerTransaction", "settle_in", "transaction"]
+
+
+class HandlerTransaction:
+    """What ``with msg.transaction() as tx`` gives the handler: its open transaction."""
+
+    def __init__(self, conn: MySQLdb.connections.Connection) -> None:
+        self.connection = conn
+
+    def execute(self, sql: str, args: Any = None) -> list[dict[str, Any]]:
+        """Run one statement in the transaction; return its rows as dicts (none for a write)."""
+        return execute_rows(self.connection, sql, args)
+
+    def cursor(self) -> Any:
+        """A plain MySQLdb cursor on the transaction's connection."""
+        return self.connection.cursor()
+
+
+def settle_in(
+    conn: MySQLdb.connections.Connection,
+    group: str,
+    message: Message,
+    outcome: str,
+    *,
+    delay_ms: int = 0,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """Apply ``outcome`` to ``message`` in ``conn``'s open transaction; never commits. Raises
+    StaleDelivery (and settles nothing) when the delivery is no longer current."""
+    deliveries = codec.deliveries_json([message])
+    sql, args = {
+        "ack": (_sql.ACK_TX, (group, deliveries)),
+        "nack": (_sql.NACK_TX, (group, deliveries, delay_ms, codec.error_text(error))),
+        "dead_letter": (_sql.DEAD_LETTER_TX, (group, deliveries, codec.error_text(error))),
+    }[outcome]
+    (row,) = execute_rows(conn, sql, args)
+    return row
+
+
+@contextlib.contextmanager
+def transaction(
+    connect: Callable[[], MySQLdb.connections.Connection],
+    discard: Callable[[], None],
+    group: str,
+    message: Message,
+) -> Iterator[HandlerTransaction]:
+    """Open a READ COMMITTED transaction on ``connect()``; on a clean exit ack the message in it
+    (unless the handler settled it there already) and commit; on an exception roll back and
+    re-raise, leaving the message unsettled. ``discard()`` drops a connection that failed."""
+    if message.settled:
+        raise Error(f"message {message.id!r} is already settled: it cannot join a transaction")
+    conn = connect()
+    try:
+        execute_rows(conn, _sql.READ_COMMITTED)
+        execute_rows(conn, _sql.START_TRANSACTION)
+    except Error:
+        discard()
+        raise
+    tx = HandlerTransaction(conn)
+    try:
+        yield tx
+        if not message.settled:
+            settle_in(conn, group, message, "ack")
+            message._outcome = "ack"
+    except BaseException:
+        # the handler's writes and any settle made in the transaction are undone together
+        message._outcome = None
+        try:
+            with translating():
+                conn.rollback()
+        except Error:
+            discard()
+        raise
+    try:
+        with translating():
+            conn.commit()
+    except ConnectionLost:
+        # did it commit? Nobody can tell: the message stays settled here (no second outcome);
+        # if it did not commit, its visibility runs out and it comes back, writes and all undone
+        discard()
+        raise
+    except Error:
+        message._outcome = None
+        with contextlib.suppress(Error), translating():
+            conn.rollback()
+        raise

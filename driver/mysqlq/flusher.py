@@ -1,0 +1,108 @@
+"""The subscriber's flush loop: the outcomes its handlers queue reach the database in few calls.
+
+Acks, nacks, extends, dead letters and releases wait in one queue; the loop takes what has
+gathered, groups it by outcome (and delay and error text), and sends one settle call per group.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mysqlq import _sql
+from mysqlq.errors import Error
+from mysqlq.link import Link
+from mysqlq.message import Message
+
+__all__ = ["COUNTED", "Flusher", "Settlement"]
+
+log = logging.getLogger("mysqlq.subscriber")
+
+# the subscriber's stats counter of each outcome
+COUNTED = {
+    "ack": "acked",
+    "nack": "nacked",
+    "dead_letter": "dead_lettered",
+    "extend": "extended",
+    "release": "released",
+}
+
+
+@dataclass
+class Settlement:
+    outcome: str  # ack, nack, dead_letter, extend, release
+    message: Message
+    delay_ms: int = 0
+    error: str | None = None
+
+
+class Flusher:
+    """``record(outcome, settled, stale, dead_lettered)`` is told what each call did;
+    ``after()`` runs after each flush (the subscriber wakes its fetch loop)."""
+
+    def __init__(
+        self,
+        group: str,
+        name: str,
+        record: Callable[[str, int, int, int], None],
+        after: Callable[[], None],
+    ) -> None:
+        self.group = group
+        self.name = name
+        self._record = record
+        self._after = after
+        self._cond = threading.Condition()
+        self._pending: list[Settlement] = []
+        # set once nothing more will be queued (stop); the loop then flushes what is left
+        self.final = threading.Event()
+        # set when the loop has flushed everything and returned
+        self.done = threading.Event()
+
+    def enqueue(self, settlement: Settlement) -> None:
+        with self._cond:
+            self._pending.append(settlement)
+            self._cond.notify_all()
+
+    def finish(self) -> None:
+        self.final.set()
+        with self._cond:
+            self._cond.notify_all()
+
+    def run(self, link: Link) -> None:
+        try:
+            while True:
+                with self._cond:
+                    if not self._pending and not self.final.is_set():
+                        self._cond.wait(0.2)
+                    batch, self._pending = self._pending, []
+                if batch:
+                    self._flush(link, batch)
+                elif self.final.is_set():
+                    break
+        finally:
+            self.done.set()
+
+    def _flush(self, link: Link, batch: list[Settlement]) -> None:
+        groups: dict[tuple, list[Settlement]] = collections.defaultdict(list)
+        for s in batch:
+            groups[(s.outcome, s.delay_ms, s.error)].append(s)
+        for (outcome, delay_ms, error), items in groups.items():
+            deliveries = json.dumps([s.message.delivery for s in items])
+            sql, args = {
+                "ack": (_sql.ACK, (self.group, deliveries)),
+                "nack": (_sql.NACK, (self.group, deliveries, delay_ms, error)),
+                "dead_letter": (_sql.DEAD_LETTER, (self.group, deliveries, error)),
+                "extend": (_sql.EXTEND, (self.group, deliveries, delay_ms)),
+                "release": (_sql.RELEASE_MESSAGES, (self.group, deliveries)),
+            }[outcome]
+            try:
+                (row,) = link.rows(sql, args, give_up_when_stopping=False)
+            except Error as exc:
+                log.error("%s: %s of %d messages failed: %s", self.name, outcome, len(items), exc)
+                continue
+            self._record(outcome, int(row["settled"]), int(row["stale"]), int(row["dead_lettered"]))
+        self._after()
