@@ -69,11 +69,11 @@ def settle_in(
 def transaction(
     connect: Callable[[], MySQLdb.connections.Connection],
     discard: Callable[[], None],
-    group: str,
+    ack: Callable[[Message, MySQLdb.connections.Connection], None],
     message: Message,
 ) -> Iterator[HandlerTransaction]:
-    """Open a READ COMMITTED transaction on ``connect()``; on a clean exit ack the message in it
-    (unless the handler settled it there already) and commit; on an exception roll back and
+    """Open a READ COMMITTED transaction on ``connect()``; on a clean exit ``ack`` the message in
+    it (unless the handler settled it there already) and commit; on an exception roll back and
     re-raise, leaving the message unsettled. ``discard()`` drops a connection that failed."""
     if message.settled:
         raise Error(f"message {message.id!r} is already settled: it cannot join a transaction")
@@ -88,8 +88,7 @@ def transaction(
     try:
         yield tx
         if not message.settled:
-            settle_in(conn, group, message, "ack")
-            message._outcome = "ack"
+            ack(message, conn)
     except BaseException:
         # the handler's writes and any settle made in the transaction are undone together
         message._outcome = None

@@ -106,7 +106,12 @@ class _SubscriberSettler:
 
     def transaction(self, message: Message) -> Any:
         sub = self._subscriber
-        return effects.transaction(sub._tx_connection, sub._tx_discard, sub.group, message)
+        return effects.transaction(
+            sub._tx_connection,
+            sub._tx_discard,
+            lambda msg, conn: sub._settle_in(msg, "ack", conn),
+            message,
+        )
 
 
 class Subscriber:
