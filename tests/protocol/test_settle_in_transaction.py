@@ -136,7 +136,7 @@ def test_nack_and_dead_letter_in_the_callers_transaction(setup):
 
 
 def test_with_no_transaction_open_it_runs_in_its_own(setup):
-    owner, c, handler = setup
+    _, c, handler = setup
     got = c.fetch()
     assert call(handler, "queue_ack_tx", "g", deliveries(got), None)[0]["settled"] == 2
     assert c.offsets() == {got[0]["partition_id"]: 2}
