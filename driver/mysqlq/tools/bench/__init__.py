@@ -61,6 +61,8 @@ class BenchOptions:
                 "consumers": (1, 2),
                 "kombu_messages": 1_000,
                 "kombu_consumers": (1,),
+                "effects_messages": 4_000,
+                "effects_consumers": (2,),
                 "steady_seconds": 8.0,
             }
         else:
@@ -76,6 +78,9 @@ class BenchOptions:
                 # with several, its workers die on StaleDataError (two take the same message)
                 "kombu_messages": 10_000,
                 "kombu_consumers": (1,),
+                # a handler writing one row per message: write then ack, or both in one tx
+                "effects_messages": 20_000,
+                "effects_consumers": (1, 4),
                 "steady_seconds": 30.0,
             }
         if self.consume_messages:
@@ -206,6 +211,18 @@ def _plan(sizes: dict[str, Any], options: BenchOptions) -> list[dict[str, Any]]:
                     "label": f"consume x{consumers} (kombu)",
                 }
             )
+    for consumers in sizes["effects_consumers"]:
+        for mode, how in (("ack", "write, then ack"), ("tx", "write + ack in one transaction")):
+            plan.append(
+                {
+                    "kind": "effects",
+                    "system": mode,
+                    "clients": consumers,
+                    "messages": sizes["effects_messages"],
+                    "size": 10,
+                    "label": f"consume x{consumers}, {how}",
+                }
+            )
     for system in ("mysqlq", "skip_locked"):
         plan.append(
             {
@@ -232,9 +249,19 @@ def _run_entry(
         )
         after = sample()
         measured.update(server.costs(before, after, entry["messages"]))
-    elif kind == "consume":
+    elif kind in ("consume", "effects"):
         task = progress.add_task(f"  {entry['label']}", total=entry["messages"])
-        if system == "mysqlq":
+        if kind == "effects":
+            measured = workloads.mysqlq_consume(
+                dsn,
+                entry["clients"],
+                entry["messages"],
+                entry["size"],
+                sample,
+                lambda done: progress.update(task, completed=done),
+                effects=system,
+            )
+        elif system == "mysqlq":
             measured = workloads.mysqlq_consume(
                 dsn,
                 entry["clients"],

@@ -81,6 +81,18 @@ def ratios(results: list[dict]) -> list[dict]:
                         target,
                     )
                 )
+    for c in sorted({r["clients"] for r in results if r["kind"] == "effects"}):
+        ours = _find(results, kind="effects", system="tx", clients=c)
+        base = _find(results, kind="effects", system="ack", clients=c)
+        if ours and base:
+            rows.append(
+                _ratio_row(
+                    f"consume with one write, {c} process(es): in one transaction / write then ack",
+                    ours["messages_per_second"],
+                    base["messages_per_second"],
+                    None,
+                )
+            )
     first = _find(results, kind="consume", system="mysqlq")
     if first:
         rows.append(

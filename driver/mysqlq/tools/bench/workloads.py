@@ -20,6 +20,7 @@ import contextlib
 import multiprocessing as mp
 import queue as queue_module
 import struct
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -186,6 +187,30 @@ def _noop(message: Any) -> None:
     return None
 
 
+EFFECTS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS bench_effects ("
+    "id BIGINT AUTO_INCREMENT PRIMARY KEY, msg_id VARCHAR(191) NOT NULL)"
+)
+EFFECT = "INSERT INTO bench_effects (msg_id) VALUES (%s)"
+
+
+def _effects_handler(dsn: str, mode: str) -> Callable[[Any], None]:
+    """A handler with one write per message: ``ack`` writes on its own connection (autocommit)
+    and returns (the subscriber acks); ``tx`` writes and acks in one transaction."""
+    local = threading.local()
+
+    def write_then_ack(message: Any) -> None:
+        if getattr(local, "conn", None) is None:
+            local.conn = connection.connect(dsn)
+        execute_rows(local.conn, EFFECT, (message.id,))
+
+    def in_transaction(message: Any) -> None:
+        with message.transaction() as tx:
+            tx.execute(EFFECT, (message.id,))
+
+    return {"ack": write_then_ack, "tx": in_transaction}[mode]
+
+
 def _subscriber_main(dsn, topic, group, index, options, stop, done) -> None:
     latencies: list[float] = []
 
@@ -194,11 +219,14 @@ def _subscriber_main(dsn, topic, group, index, options, stop, done) -> None:
             (sent,) = struct.unpack("<d", message.payload[:8])
             latencies.append(time.time() - sent)
 
+    if options.get("effects"):
+        handler = _effects_handler(dsn, options["effects"])
+
     sub = mysqlq.Subscriber(
         dsn,
         topic=topic,
         group=group,
-        handler=handler if options.get("latency") else _noop,
+        handler=handler if options.get("latency") or options.get("effects") else _noop,
         name=f"bench-{index}",
         batch_size=options.get("batch_size", 10),
         **options.get("settings", {}),
@@ -232,17 +260,21 @@ def mysqlq_consume(
     sample: Callable[[], Any],
     progress: Callable[[int], None],
     timeout: float = 600,
+    effects: str | None = None,
 ) -> dict[str, Any]:
-    """Drain ``messages`` pre-published messages with ``subscribers`` processes."""
-    topic = f"drain-{subscribers}-{int(time.time() * 1000) % 100000}"
+    """Drain ``messages`` pre-published messages with ``subscribers`` processes (``effects``:
+    handlers that write one row per message, see _effects_handler)."""
+    topic = f"drain-{subscribers}-{effects or ''}-{int(time.time() * 1000) % 100000}"
     group = "bench"
     client = mysqlq.connect(dsn)
     client.subscribe(group, topic)
     watcher = connection.connect(dsn)
+    if effects:
+        execute_rows(watcher, EFFECTS_TABLE)
     prepublish(dsn, topic, messages, lambda n: None)
     stop = _ctx.Event()
     done = _ctx.Queue()
-    options = {"batch_size": batch_size}
+    options = {"batch_size": batch_size, "effects": effects}
     procs = [
         _ctx.Process(
             target=_subscriber_main,
