@@ -78,11 +78,13 @@ RESULTS_DB = "chaos_results"
 GROUPS = {"fast": 10, "strict": 1}  # group -> batch_size
 LEASE_S = 3.0
 VISIBILITY_S = 5.0
-# A poison message reaches the DLQ after this many handler runs (about 2 s of backoff, 0.05 s
-# doubling to 0.5 s). A fault charges an attempt only to a delivery its victim held unsettled (G14),
-# and a message is held for milliseconds unless it waits behind a slow handler: across the ci and
-# long runs no message that was not nacked has been run past attempt 3 (``max_attempt`` in the
-# summary), so crashes alone cannot plausibly exhaust 8.
+# A poison message reaches the DLQ after this many handler runs (about 2 s of backoff: 0.05 s
+# doubling up to 0.5 s). A fault charges an attempt only to a delivery its victim held unsettled
+# (G14: a fetch charges one, a release of an unstarted message gives it back), and a message is
+# held for milliseconds unless it waits behind a slow handler, so a message that is never nacked
+# is charged once per fault that catches it held: in the ci runs the highest attempt such a
+# message ran at (``max_attempt`` in the summary) was 2. Exhausting 8 would take seven faults in
+# a row, each catching it again before a handler finished it.
 MAX_ATTEMPTS = 8
 # give up on a handler after this long; above SLOW_S, so a slow handler is never given up
 MAX_HANDLER_S = 10.0
