@@ -266,3 +266,15 @@ def test_a_late_start_of_a_message_kept_alive_is_checked_and_in_order() -> None:
     w.run("strict", b, 1, "w1")
     s = w.check()
     assert s["order_violations"] == 0 and s["late_starts"] == 0
+
+
+def test_a_hung_run_must_be_followed_by_a_retry() -> None:
+    """Given up (or its worker died): either way a hung message runs again."""
+    hang = an_id("hang")
+    w = World()
+    w.publish(hang)
+    w.run("fast", hang, 1)
+    w.run("fast", hang, 2, "w2", at=w.clock + round(MAX_HANDLER_S * 1000) + 100)
+    w.run("strict", hang, 1)  # hung and then returned: never given up
+    s = w.check()
+    assert s["not_given_up"] == 1 and s["unexplained_redeliveries"] == 0 and not passed(s), s

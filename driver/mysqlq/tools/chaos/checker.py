@@ -230,7 +230,7 @@ def check(query: Any, tally: Tally) -> dict[str, Any]:
     # G14: a message held by a live subscriber is not run again: a rerun needs a fault on the
     # worker of the run before it (kill, stall, restart), a nack (poison, hang_last), or, for a
     # hung run, the give-up after MAX_HANDLER_S; and each run has an attempt of its own
-    unexplained = repeated = hung = slow = max_attempt = 0
+    unexplained = repeated = hung = slow = max_attempt = not_given_up = 0
     duplicates = hang_allowance = 0
     for (_, msg_id), message_runs in by_message.items():
         m = mode.get(msg_id, "unknown")
@@ -244,6 +244,8 @@ def check(query: Any, tally: Tally) -> dict[str, Any]:
             continue  # every attempt runs and fails: reruns are the point
         if m == "hang" and 1 in attempts:
             hang_allowance += 1
+            # the hung run was given up (or its worker died): either way the message runs again
+            not_given_up += max(attempts) == 1
         duplicates += len(message_runs) - 1
         if m != "hang":
             max_attempt = max(max_attempt, *attempts)
@@ -294,6 +296,7 @@ def check(query: Any, tally: Tally) -> dict[str, Any]:
         "duplicates": duplicates,
         "duplicate_bound": tally.in_flight_bound + hang_allowance,
         "unexplained_redeliveries": unexplained,
+        "not_given_up": not_given_up,
         "repeated_attempts": repeated,
         "max_attempt": max_attempt,
         "slow": slow,
@@ -336,7 +339,8 @@ def summary_line(s: dict[str, Any]) -> str:
         f" stops={s['stops']} conn_kills={s['conn_kills']} lost={s['lost']}"
         f" order_violations={s['order_violations']} duplicates={s['duplicates']}"
         f" (bound {s['duplicate_bound']}) unexplained_redeliveries={s['unexplained_redeliveries']}"
-        f" repeated_attempts={s['repeated_attempts']} max_attempt={s['max_attempt']}"
+        f" not_given_up={s['not_given_up']} repeated_attempts={s['repeated_attempts']}"
+        f" max_attempt={s['max_attempt']}"
         f" slow={s['slow']} hung={s['hung']} given_up={s['given_up']}"
         f" late_outcomes={s['late_outcomes']} poison={s['poison']} timed_out={s['timed_out']}"
         f" explicit={s['explicit']} dlq_expired={s['dlq_expired']}"
@@ -357,6 +361,7 @@ def passed(s: dict[str, Any]) -> bool:
         and s["order_violations"] == 0
         and s["duplicates"] <= s["duplicate_bound"]
         and s["unexplained_redeliveries"] == 0
+        and s["not_given_up"] == 0
         and s["repeated_attempts"] == 0
         and s["wrongly_dead_lettered"] == 0
         and s["not_dead_lettered"] == 0
