@@ -43,10 +43,14 @@ publishing stops, the groups drain, the subscribers stop, and the checker proves
   ``hang_last`` message whose last attempt was lost to a fault (counted as ``dlq_expired``).
   A normal, slow or hang-once message in a DLQ is a violation; so is a ``poison``, ``hang_last``
   or ``explicit`` message missing from a group's DLQ (``not_dead_lettered``);
-* **held redeliveries = 0**: a ``slow`` message is not run again, and a ``hang`` message not
-  before :data:`MAX_HANDLER_S`, unless its worker was killed or stopped, or the server restarted,
-  in between (G14); **repeated attempts = 0**: no two handler runs of a message in a group have
-  the same attempt number (an attempt is given back only for a message never started);
+* **unexplained redeliveries = 0**: a message a live subscriber holds is not run again (G14).
+  A run after the first of a message in a group needs a reason: the worker of the run before it
+  was killed or stopped, or the server restarted, in between; or the message is ``poison`` or
+  ``hang_last`` (nacked every time); or it is a ``hang`` message's retry, at least
+  :data:`MAX_HANDLER_S` after its hung run. So a ``slow`` message runs once unless a fault hit its
+  worker. A hung run is always followed by a retry (given up, or its worker died:
+  **not given up = 0**); **repeated attempts = 0**: no two handler runs of a message in a group
+  have the same attempt number (an attempt is given back only for a message never started);
 * **order violations = 0** in the strict group: per partition, handler starts follow the offsets
   without going back or skipping (G6). Retries of the nacked modes (``poison``, ``hang``,
   ``hang_last``) are not checked: a nack does not hold the partition back (G7). A start recorded
