@@ -145,7 +145,7 @@ def run_subscriber(args: argparse.Namespace) -> int:
     print(f"READY {args.name} {os.getpid()}", flush=True)
     sub.run()
     done.set()
-    reporter.join()
+    reporter.join(timeout=5)
     report_stats()
     return 0
 
