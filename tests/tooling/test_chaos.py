@@ -1,9 +1,13 @@
-"""The chaos harness's CI configuration: kills, a stall, a server crash, killed connections.
+"""The chaos harness's CI configuration: kills, a stall, a server crash, killed connections, and
+slow, hung, poison and explicitly dead-lettered messages.
 
-Runs ``python -m mysqlq.tools.chaos run --config ci`` (see driver/mysqlq/chaos.py) on a throwaway
-server of its own, and asserts the checker's verdict: nothing lost (G5), nothing rolled back
-delivered (G2), no order violation in the strict group (G6), duplicates within what was in flight
-at the faults (G4). About 80 seconds; deselect with ``-m 'not chaos'``.
+Runs ``python -m mysqlq.tools.chaos run --config ci`` (see driver/mysqlq/tools/chaos/) on a
+throwaway server of its own, and asserts the checker's verdict: nothing lost (G5), nothing rolled
+back delivered (G2), no order violation in the strict group (G6), duplicates within what was in
+flight at the faults (G4), nothing dead-lettered but what raised on every attempt, hung on its last
+or was dead-lettered explicitly, and all of that in every group's DLQ (G10), no message redelivered
+while a live subscriber held it, hung ones given up (G14). About 80 seconds; deselect with
+``-m 'not chaos'``. The checker's rules alone: ``test_chaos_checker.py``.
 """
 
 from __future__ import annotations
@@ -53,6 +57,16 @@ def test_chaos_ci_configuration(tmp_path: Path) -> None:
     assert summary["rolled_back_delivered"] == 0, lines[-1]
     assert summary["order_violations"] == 0, lines[-1]
     assert summary["duplicates"] <= summary["duplicate_bound"], lines[-1]
+    assert summary["unexplained_redeliveries"] == 0, lines[-1]
+    assert summary["not_given_up"] == 0, lines[-1]
+    assert summary["repeated_attempts"] == 0, lines[-1]
+    assert summary["wrongly_dead_lettered"] == 0, lines[-1]
+    assert summary["not_dead_lettered"] == 0, lines[-1]
+    # every mode ran: slow handlers, hung ones given up (and their late outcomes dropped), poison
+    # and explicit messages in the DLQs
+    assert summary["slow"] > 0 and summary["hung"] > 0 and summary["given_up"] > 0, lines[-1]
+    assert summary["poison"] > 0 and summary["explicit"] > 0, lines[-1]
+    assert summary["timed_out"] + summary["dlq_expired"] > 0, lines[-1]
     assert summary["kills"] >= 10 and summary["restarts"] == 1 and summary["stops"] == 1
     assert summary["conn_kills"] > 0 and summary["rolled_back"] > 0
     assert summary["crashes"] == 0, lines[-1]

@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         w.add_argument("--seed", type=int, default=1)
         w.add_argument("--rollback-share", type=float, default=0.1)
         w.add_argument("--hold-share", type=float, default=0.3)
+        w.add_argument("--shares", default="{}", help="the message modes' shares (JSON)")
     args = p.parse_args(argv)
     if args.command == "run":
         return run_controller(args)

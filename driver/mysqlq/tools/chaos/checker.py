@@ -1,11 +1,39 @@
-"""The chaos checker: what was published, committed, handled and acked, against the guarantees."""
+"""The chaos checker: what was published, committed, handled, acked and dead-lettered, against the
+guarantees (see the package documentation for each check)."""
 
 from __future__ import annotations
 
+import collections
+import itertools
+import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from mysqlq.tools.chaos import GROUPS, QUEUE_DB, RESULTS_DB, TOPIC
+from mysqlq.tools.chaos import (
+    EXPIRED,
+    GROUPS,
+    MAX_ATTEMPTS,
+    MAX_HANDLER_S,
+    QUEUE_DB,
+    RESULTS_DB,
+    TOPIC,
+    VISIBILITY_S,
+    explicit_reason,
+    given_up_error,
+    mode_of,
+    poison_last_error,
+)
+
+# a handler start recorded this long after its worker was frozen (stall, server restart) is still
+# taken for one begun before: the recording insert retries with backoff up to 1 s
+FROZEN_GRACE_MS = 5_000
+# a hung run is given up MAX_HANDLER_S after its start; its record may lag the start a little
+GIVE_UP_SLACK_MS = 1_000
+# modes whose handler nacks (raises, or is given up): their retries may follow later offsets (G7)
+NACKED = ("poison", "hang", "hang_last")
+# modes that must end in every group's DLQ
+DEAD_LETTERED = ("poison", "hang_last", "explicit")
 
 
 @dataclass
@@ -19,65 +47,240 @@ class Tally:
     events: list[str] = field(default_factory=list)
 
 
+@dataclass
+class Run:
+    """One handler run, as its handler recorded it (server clock, epoch ms)."""
+
+    group: str
+    key: str
+    offset: int
+    msg_id: str
+    attempt: int
+    worker: str
+    visible_until: int
+    at_ms: int
+
+    @property
+    def fetched_at(self) -> int:
+        return self.visible_until - round(VISIBILITY_S * 1000)
+
+    @property
+    def late(self) -> bool:
+        """Started after the deadline its fetch gave it (keepalives may have moved it since)."""
+        return self.at_ms > self.visible_until
+
+
+class Faults:
+    """When each fault happened (from chaos_events): kills and stalls by worker, restarts."""
+
+    def __init__(self, events: list[tuple[str, str, int]]) -> None:
+        self.killed: dict[str, int] = {}
+        self.stalled: dict[str, list[float]] = {}  # worker -> [stopped, resumed]
+        self.restarts: list[list[float]] = []  # [down, up]
+        self.times: list[int] = []  # every fault that can leave a delivery unsettled
+        for kind, detail, at in events:
+            if kind == "kill":
+                self.killed[detail] = at
+            elif kind == "sigstop":
+                self.stalled[detail] = [at, math.inf]
+            elif kind == "sigcont" and detail in self.stalled:
+                self.stalled[detail][1] = at
+            elif kind == "restart":
+                self.restarts.append([at, math.inf])
+            elif kind == "restarted" and self.restarts:
+                self.restarts[-1][1] = at
+            if kind in ("kill", "sigstop", "restart", "conn_kill"):
+                self.times.append(at)
+
+    def frozen(self, worker: str, lo: float, hi: float) -> list[list[float]]:
+        """The windows in which ``worker`` could do nothing (its stall, the server's restart) that
+        overlap ``[lo, hi]``."""
+        windows = list(self.restarts)
+        if worker in self.stalled:
+            windows.append(self.stalled[worker])
+        return [w for w in windows if w[0] <= hi and w[1] >= lo]
+
+    def disturbed(self, worker: str, lo: float, hi: float) -> bool:
+        """Whether ``worker`` was killed, stopped, or cut off by the restart within ``[lo, hi]``:
+        what it held then may have expired unsettled."""
+        killed = self.killed.get(worker)
+        return (killed is not None and lo <= killed <= hi) or bool(self.frozen(worker, lo, hi))
+
+    def any_between(self, lo: float, hi: float) -> bool:
+        return any(lo <= t <= hi for t in self.times)
+
+
+def _lost_last_attempt(runs: list[Run], failed_at: int, faults: Faults) -> bool:
+    """Whether a fault explains why the last attempt of a message expired: the worker that ran it
+    was killed, stopped or cut off by the restart before the DLQ took it; or, when no handler ran
+    it, some fault (a connection killed during the fetch included) came after the last run."""
+    last = [run for run in runs if run.attempt >= MAX_ATTEMPTS]
+    if last:
+        return faults.disturbed(last[-1].worker, last[-1].fetched_at, failed_at)
+    return faults.any_between(max((run.at_ms for run in runs), default=0), failed_at)
+
+
 def check(query: Any, tally: Tally) -> dict[str, Any]:
-    """The checker: lost, rolled back and delivered, order, duplicates (see the module doc).
+    """The checker: lost, rolled back and delivered, dead letters, redeliveries, order,
+    duplicates (see the package documentation).
 
     The sets are read once and compared in Python: cheap for hundreds of thousands of rows,
     where correlated NOT EXISTS over ids without an index would scan quadratically."""
     q, r = QUEUE_DB, RESULTS_DB
+    (shares_json,) = query(f"SELECT value FROM `{r}`.run_config WHERE name = 'shares'")[0]
+    shares = json.loads(shares_json)
     log_rows = query(
         f"SELECT partition_id, msg_offset, message_id FROM `{q}`.queue_messages WHERE topic = %s",
         (TOPIC,),
     )
     in_log = {msg_id for _, _, msg_id in log_rows}
+    mode = {msg_id: mode_of(msg_id, shares) for msg_id in in_log}
     watermarks: dict[str, dict[int, int]] = {g: {} for g in GROUPS}
     for group, pid, acked in query(
         f"SELECT group_name, partition_id, offset_acked FROM `{q}`.queue_offsets"
         " WHERE group_name IN ('fast', 'strict')"
     ):
         watermarks[group][int(pid)] = int(acked)
-    dlq: dict[str, set[str]] = {g: set() for g in GROUPS}
-    for group, msg_id in query(
-        f"SELECT origin_group, origin_message_id FROM `{q}`.queue_messages WHERE origin_topic = %s",
+    dlq_rows = query(
+        f"SELECT origin_group, origin_message_id, failures, last_error, failed_at"
+        f" FROM `{q}`.queue_messages WHERE origin_topic = %s ORDER BY msg_offset",
         (TOPIC,),
-    ):
-        dlq.setdefault(group, set()).add(msg_id)
-    handled_rows = query(
-        f"SELECT grp, msg_key, msg_offset, msg_id, at_ms > visible_until FROM `{r}`.handled"
-        " ORDER BY id"
     )
-    handled: dict[str, set[str]] = {g: set() for g in GROUPS}
-    for group, _, _, msg_id, _ in handled_rows:
-        handled[group].add(msg_id)
+    dlq: dict[str, set[str]] = {g: set() for g in GROUPS}
+    for group, msg_id, *_ in dlq_rows:
+        dlq.setdefault(group, set()).add(msg_id)
+    runs = [
+        Run(g, k, int(o), m, int(a), w, int(v), int(t))
+        for g, k, o, m, a, w, v, t in query(
+            "SELECT grp, msg_key, msg_offset, msg_id, attempt, worker, visible_until, at_ms"
+            f" FROM `{r}`.handled ORDER BY id"
+        )
+    ]
+    faults = Faults(
+        [
+            (kind, detail, int(at))
+            for kind, detail, at in query(
+                f"SELECT kind, detail, at_ms FROM `{r}`.chaos_events ORDER BY id"
+            )
+        ]
+    )
+    stats: collections.Counter[str] = collections.Counter()
+    for (text,) in query(f"SELECT stats FROM `{r}`.subscriber_stats"):
+        stats.update({k: v for k, v in json.loads(text).items() if isinstance(v, int)})
+
+    by_message: dict[tuple[str, str], list[Run]] = collections.defaultdict(list)
+    for run in runs:
+        by_message[(run.group, run.msg_id)].append(run)
+
+    # G5: every committed message done in every group, and handled or dead-lettered there
     lost = 0
     for group in GROUPS:
         for pid, offset, msg_id in log_rows:
             done = watermarks[group].get(int(pid), 0) >= int(offset)
-            seen = msg_id in handled[group] or msg_id in dlq[group]
+            seen = (group, msg_id) in by_message or msg_id in dlq[group]
             lost += not (done and seen)
     outcomes: dict[str, list[str]] = {"committed": [], "rolled_back": [], "unknown": []}
     for msg_id, outcome in query(f"SELECT msg_id, outcome FROM `{r}`.published"):
         outcomes[outcome].append(msg_id)
     # a publish the publisher saw commit must be in the log
     lost += sum(msg_id not in in_log for msg_id in outcomes["committed"])
-    every_handled = set().union(*handled.values())
+    every_handled = {run.msg_id for run in runs}
     rolled_back_seen = sum(
         msg_id in in_log or msg_id in every_handled for msg_id in outcomes["rolled_back"]
     )
-    duplicates = len(handled_rows) - sum(len(ids) for ids in handled.values())
-    # strict order: per partition, handler starts in offset order, no step back, no skip
+
+    # G10, G14: a DLQ entry only for a message whose handler raised, was given up at its last
+    # attempt, or dead-lettered it; with that error; once per group
+    counted: collections.Counter[str] = collections.Counter()
+    wrongly = 0
+    entries: set[tuple[str, str]] = set()
+    for group, msg_id, failures, last_error, failed_at in dlq_rows:
+        m = mode.get(msg_id, "unknown")
+        if (group, msg_id) in entries:
+            wrongly += 1  # dead-lettered twice in one group
+            continue
+        entries.add((group, msg_id))
+        if m == "poison" and failures == MAX_ATTEMPTS:
+            ok = last_error == poison_last_error(msg_id, MAX_ATTEMPTS)
+        elif m == "hang_last" and failures == MAX_ATTEMPTS:
+            ok = last_error == given_up_error()
+        elif m == "explicit":
+            ok = last_error == explicit_reason(msg_id)
+        else:
+            ok = False
+        if ok:
+            counted[m] += 1
+        elif (
+            m in ("poison", "hang_last")
+            and failures == MAX_ATTEMPTS
+            and last_error == EXPIRED
+            and _lost_last_attempt(by_message.get((group, msg_id), []), int(failed_at), faults)
+        ):
+            # its handler failed on every attempt it ran, and a fault took the last one
+            counted["expired"] += 1
+        else:
+            wrongly += 1
+    not_dead_lettered = sum(
+        msg_id not in dlq[group]
+        for msg_id in in_log
+        if mode[msg_id] in DEAD_LETTERED
+        for group in GROUPS
+    )
+
+    # G14: a message held by a live subscriber is not run again: a rerun needs a fault on the
+    # worker of the run before it (kill, stall, restart), a nack (poison, hang_last), or, for a
+    # hung run, the give-up after MAX_HANDLER_S; and each run has an attempt of its own
+    unexplained = repeated = hung = slow = max_attempt = not_given_up = 0
+    duplicates = hang_allowance = 0
+    for (_, msg_id), message_runs in by_message.items():
+        m = mode.get(msg_id, "unknown")
+        attempts = [run.attempt for run in message_runs]
+        repeated += len(attempts) - len(set(attempts))
+        slow += m == "slow" and 1 in attempts
+        hung += (m == "hang" and 1 in attempts) + (
+            m == "hang_last" and any(a >= MAX_ATTEMPTS for a in attempts)
+        )
+        if m in ("poison", "hang_last"):
+            continue  # every attempt runs and fails: reruns are the point
+        if m == "hang" and 1 in attempts:
+            hang_allowance += 1
+            # the hung run was given up (or its worker died): either way the message runs again
+            not_given_up += max(attempts) == 1
+        duplicates += len(message_runs) - 1
+        if m != "hang":
+            max_attempt = max(max_attempt, *attempts)
+        for before, after in itertools.pairwise(message_runs):
+            if faults.disturbed(before.worker, before.fetched_at, after.at_ms):
+                continue
+            given_up = after.at_ms - before.at_ms >= MAX_HANDLER_S * 1000 - GIVE_UP_SLACK_MS
+            if m == "hang" and before.attempt == 1 and given_up:
+                continue
+            unexplained += 1
+
+    # G6: in the strict group, per partition, handler starts in offset order: no step back, no
+    # skip (a redelivery of the same offset is allowed). Retries of nacked messages may follow
+    # later offsets (G7): only their first run is checked. A late start by a worker that was frozen
+    # meanwhile may have been overtaken (reported as late); every other start is checked.
     violations = late = 0
     top: dict[str, int] = {}
-    for group, key, offset, _, is_late in handled_rows:
-        if group != "strict":
+    started: set[tuple[str, int]] = set()
+    for run in runs:
+        if run.group != "strict":
             continue
-        if is_late:
+        first = (run.key, run.offset) not in started
+        started.add((run.key, run.offset))
+        if not first and mode.get(run.msg_id) in NACKED:
+            continue
+        if run.late and any(
+            run.at_ms <= window[1] + FROZEN_GRACE_MS
+            for window in faults.frozen(run.worker, run.fetched_at, run.at_ms)
+        ):
             late += 1
             continue
-        last = top.get(key, 0)
-        if offset < last or offset > last + 1:
+        last = top.get(run.key, 0)
+        if run.offset < last or run.offset > last + 1:
             violations += 1
-        top[key] = max(last, offset)
+        top[run.key] = max(last, run.offset)
     return {
         "messages": len(log_rows),
         "rolled_back": len(outcomes["rolled_back"]),
@@ -91,9 +294,23 @@ def check(query: Any, tally: Tally) -> dict[str, Any]:
         "order_violations": violations,
         "late_starts": late,
         "duplicates": duplicates,
-        "duplicate_bound": tally.in_flight_bound,
-        "dlq": sum(len(ids) for ids in dlq.values()),
-        "handled": len(handled_rows),
+        "duplicate_bound": tally.in_flight_bound + hang_allowance,
+        "unexplained_redeliveries": unexplained,
+        "not_given_up": not_given_up,
+        "repeated_attempts": repeated,
+        "max_attempt": max_attempt,
+        "slow": slow,
+        "hung": hung,
+        "given_up": stats["given_up"],
+        "late_outcomes": stats["late_outcomes"],
+        "poison": counted["poison"],
+        "timed_out": counted["hang_last"],
+        "explicit": counted["explicit"],
+        "dlq_expired": counted["expired"],
+        "wrongly_dead_lettered": wrongly,
+        "not_dead_lettered": not_dead_lettered,
+        "dlq": len(dlq_rows),
+        "handled": len(runs),
         "crashes": tally.crashes,
     }
 
@@ -121,7 +338,14 @@ def summary_line(s: dict[str, Any]) -> str:
         f"chaos: messages={s['messages']} kills={s['kills']} restarts={s['restarts']}"
         f" stops={s['stops']} conn_kills={s['conn_kills']} lost={s['lost']}"
         f" order_violations={s['order_violations']} duplicates={s['duplicates']}"
-        f" (bound {s['duplicate_bound']}) rolled_back={s['rolled_back']}"
+        f" (bound {s['duplicate_bound']}) unexplained_redeliveries={s['unexplained_redeliveries']}"
+        f" not_given_up={s['not_given_up']} repeated_attempts={s['repeated_attempts']}"
+        f" max_attempt={s['max_attempt']}"
+        f" slow={s['slow']} hung={s['hung']} given_up={s['given_up']}"
+        f" late_outcomes={s['late_outcomes']} poison={s['poison']} timed_out={s['timed_out']}"
+        f" explicit={s['explicit']} dlq_expired={s['dlq_expired']}"
+        f" wrongly_dead_lettered={s['wrongly_dead_lettered']}"
+        f" not_dead_lettered={s['not_dead_lettered']} rolled_back={s['rolled_back']}"
         f" rolled_back_delivered={s['rolled_back_delivered']}"
         f" unknown_outcome={s['unknown_outcome']} late_starts={s['late_starts']}"
         f" dlq={s['dlq']} crashes={s['crashes']} drained={s['drained']} drain_s={s['drain_s']}"
@@ -136,6 +360,11 @@ def passed(s: dict[str, Any]) -> bool:
         and s["rolled_back_delivered"] == 0
         and s["order_violations"] == 0
         and s["duplicates"] <= s["duplicate_bound"]
+        and s["unexplained_redeliveries"] == 0
+        and s["not_given_up"] == 0
+        and s["repeated_attempts"] == 0
+        and s["wrongly_dead_lettered"] == 0
+        and s["not_dead_lettered"] == 0
         and s["restarts"] >= 1
         and s["crashes"] == 0
     )

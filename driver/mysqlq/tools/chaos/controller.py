@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -59,6 +58,8 @@ class Harness:
         self.tally = Tally()
         self.counter = 0
         self._admin: Any = None
+        # the stalled subscriber and when to SIGCONT it (monotonic)
+        self._stalled: tuple[Worker, float] | None = None
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -106,6 +107,10 @@ class Harness:
         cur.execute(f"USE `{RESULTS_DB}`")
         for statement in RESULTS_SCHEMA:
             cur.execute(statement)
+        cur.execute(
+            "REPLACE INTO run_config (name, value) VALUES ('shares', %s)",
+            (json.dumps(self.cfg.shares()),),
+        )
         cur.close()
         conn = _connect(self.dsn)
         try:
@@ -131,7 +136,7 @@ class Harness:
             name,
         ]
         if kind == "subscriber":
-            cmd += ["--group", str(group)]
+            cmd += ["--group", str(group), "--shares", json.dumps(self.cfg.shares())]
         else:
             per = self.cfg.messages // self.cfg.publishers
             cmd += [
@@ -218,13 +223,19 @@ class Harness:
         os.kill(victim.proc.pid, signal.SIGSTOP)
         self.tally.stops += 1
         self.event("sigstop", victim.name, in_flight)
-        pause = LEASE_S + VISIBILITY_S + 2.0
-        threading.Timer(pause, self._resume, (victim,)).start()
+        self._stalled = (victim, time.monotonic() + LEASE_S + VISIBILITY_S + 2.0)
 
-    def _resume(self, victim: Worker) -> None:
+    def resume_due(self, now: float | None = None) -> None:
+        """SIGCONT the stalled subscriber when its pause is over (the checker gets the time)."""
+        if self._stalled is None:
+            return
+        victim, at = self._stalled
+        if now is not None and now < at:
+            return
+        self._stalled = None
         with contextlib.suppress(ProcessLookupError):
             os.kill(victim.proc.pid, signal.SIGCONT)
-        log.info("sigcont %s", victim.name)
+        self.event("sigcont", victim.name, 0)
 
     def restart_server(self) -> None:
         in_flight = self.held()
@@ -234,7 +245,7 @@ class Harness:
         self._admin = None
         self.server.restart(crash=True)
         self.tally.restarts += 1
-        log.info("server back on port %s", self.server.port)
+        self.event("restarted", f"server back on port {self.server.port}", 0)
 
     def kill_connections(self) -> None:
         rows = self.query(
@@ -285,9 +296,11 @@ class Harness:
                 if elapsed >= next_conn_kill:
                     self.kill_connections()
                     next_conn_kill += cfg.conn_kill_every
+            self.resume_due(time.monotonic())
             self.respawn_crashed()
             time.sleep(0.1)
         publish_done = time.monotonic()
+        self.resume_due()
         drained = self.wait_drained(cfg.drain_timeout)
         drain_s = time.monotonic() - publish_done
         self.stop_all()
@@ -316,6 +329,7 @@ class Harness:
         return False
 
     def stop_all(self) -> None:
+        self._stalled = None  # every worker gets a SIGCONT below
         for w in self.workers:
             if w.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):

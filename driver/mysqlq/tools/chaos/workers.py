@@ -10,18 +10,25 @@ import random
 import signal
 import threading
 import time
+import uuid
 
 import MySQLdb
 
 from mysqlq.tools.chaos import (
     GROUPS,
+    HANG_S,
     LEASE_S,
     MAX_ATTEMPTS,
+    MAX_HANDLER_S,
     SERVER_NOW,
+    SLOW_S,
     TOPIC,
     VISIBILITY_S,
     _connect,
+    explicit_reason,
     log,
+    mode_of,
+    poison_error,
 )
 
 
@@ -56,17 +63,47 @@ class Recorder:
                 delay = min(delay * 2, 1.0)
 
 
+def _sleep(seconds: float) -> None:
+    """Sleep in small steps, as a handler doing slow work would."""
+    until = time.monotonic() + seconds
+    while (left := until - time.monotonic()) > 0:
+        time.sleep(min(0.1, left))
+
+
 def run_subscriber(args: argparse.Namespace) -> int:
     import mysqlq
 
     results = Recorder(args.results_dsn)
+    shares = json.loads(args.shares)
 
     def handle(msg: mysqlq.Message) -> None:
+        began = time.monotonic()
+        # the run's own id makes the insert idempotent: a retry after a lost connection whose
+        # insert did commit adds no second row
         results.execute(
-            "INSERT INTO handled (grp, msg_key, msg_offset, msg_id, attempt, worker,"
-            f" visible_until, at_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, {SERVER_NOW})",
-            (args.group, msg.key, msg.offset, msg.id, msg.attempt, args.name, msg.visible_until),
+            "INSERT IGNORE INTO handled (run_id, grp, msg_key, msg_offset, msg_id, attempt, worker,"
+            f" visible_until, at_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, {SERVER_NOW})",
+            (
+                uuid.uuid4().hex,
+                args.group,
+                msg.key,
+                msg.offset,
+                msg.id,
+                msg.attempt,
+                args.name,
+                msg.visible_until,
+            ),
         )
+        mode = mode_of(msg.id, shares)
+        last = msg.attempt >= MAX_ATTEMPTS
+        if mode == "slow" and msg.attempt == 1:
+            _sleep(SLOW_S - (time.monotonic() - began))
+        elif (mode == "hang" and msg.attempt == 1) or (mode == "hang_last" and last):
+            _sleep(HANG_S)  # given up at MAX_HANDLER_S; what it settles when it returns is dropped
+        elif mode in ("poison", "hang_last"):
+            raise RuntimeError(poison_error(msg.id, msg.attempt))
+        elif mode == "explicit":
+            msg.dead_letter(explicit_reason(msg.id))
 
     while True:  # the constructor subscribes: retry while the server restarts
         try:
@@ -84,12 +121,32 @@ def run_subscriber(args: argparse.Namespace) -> int:
                 concurrency=4 if GROUPS[args.group] > 1 else 2,
                 retry_backoff=0.05,
                 max_backoff=0.5,
+                max_handler_time=MAX_HANDLER_S,
             )
             break
         except mysqlq.TransientError:
             time.sleep(0.2)
+
+    def report_stats() -> None:
+        results.execute(
+            "REPLACE INTO subscriber_stats (worker, grp, stats, at_ms)"
+            f" VALUES (%s, %s, %s, {SERVER_NOW})",
+            (args.name, args.group, json.dumps(sub.stats())),
+        )
+
+    done = threading.Event()
+
+    def report_every_second() -> None:
+        while not done.wait(1.0):
+            report_stats()
+
+    reporter = threading.Thread(target=report_every_second, name="chaos-stats", daemon=True)
+    reporter.start()
     print(f"READY {args.name} {os.getpid()}", flush=True)
     sub.run()
+    done.set()
+    reporter.join(timeout=5)
+    report_stats()
     return 0
 
 

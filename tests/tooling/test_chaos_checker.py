@@ -1,0 +1,280 @@
+"""The chaos checker's rules on small made-up runs: what it excuses, and what it still catches.
+
+No server: the checker reads its rows through a ``query`` callable, and these tests hand it the
+rows a run would have left (the chaos run itself, ``test_chaos.py``, runs it on a real one).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from mysqlq.tools.chaos import (
+    EXPIRED,
+    MAX_ATTEMPTS,
+    MAX_HANDLER_S,
+    VISIBILITY_S,
+    explicit_reason,
+    given_up_error,
+    mode_of,
+    poison_last_error,
+)
+from mysqlq.tools.chaos.checker import Tally, check, passed
+
+SHARES = {"slow": 0.1, "hang": 0.1, "poison": 0.1, "hang_last": 0.1, "explicit": 0.1}
+VIS_MS = round(VISIBILITY_S * 1000)
+T0 = 1_000_000
+
+
+def an_id(mode: str, skip: int = 0) -> str:
+    """The (skip+1)-th id ``m-<n>`` of that mode under SHARES."""
+    found = [f"m-{n}" for n in range(2000) if mode_of(f"m-{n}", SHARES) == mode]
+    return found[skip]
+
+
+@dataclass
+class World:
+    """What a run left: the log of one key, who handled what, the DLQ, the faults."""
+
+    messages: list[str] = field(default_factory=list)  # offsets 1.. of key k1
+    runs: list[tuple] = field(default_factory=list)
+    dlq: list[tuple] = field(default_factory=list)
+    events: list[tuple] = field(default_factory=list)
+    clock: int = T0
+
+    def publish(self, *ids: str) -> None:
+        self.messages += ids
+
+    def offset(self, msg_id: str) -> int:
+        return self.messages.index(msg_id) + 1
+
+    def run(
+        self,
+        group: str,
+        msg_id: str,
+        attempt: int = 1,
+        worker: str = "w1",
+        *,
+        at: int | None = None,
+        fetched: int | None = None,
+    ) -> None:
+        """A handler run, ``at`` ms (default: 10 ms after the previous one)."""
+        self.clock = at if at is not None else self.clock + 10
+        fetched = self.clock - 5 if fetched is None else fetched
+        row = (group, "k1", self.offset(msg_id), msg_id, attempt, worker, fetched + VIS_MS)
+        self.runs.append((*row, self.clock))
+
+    def both(self, *ids: str) -> None:
+        for group in ("fast", "strict"):
+            for msg_id in ids:
+                self.run(group, msg_id)
+
+    def dead_letter(self, group: str, msg_id: str, failures: int, error: str) -> None:
+        self.clock += 10
+        self.dlq.append((group, msg_id, failures, error, self.clock))
+
+    def event(self, kind: str, detail: str, at: int) -> None:
+        self.events.append((kind, detail, at))
+
+    def query(self, sql: str, args: tuple = ()) -> list[tuple]:
+        if "run_config" in sql:
+            return [(json.dumps(SHARES),)]
+        if "origin_topic" in sql:
+            return list(self.dlq)
+        if "queue_messages" in sql:
+            return [(1, i + 1, m) for i, m in enumerate(self.messages)]
+        if "queue_offsets" in sql:  # every message done in both groups
+            return [(g, 1, len(self.messages)) for g in ("fast", "strict")]
+        if "handled" in sql:
+            return list(self.runs)
+        if "chaos_events" in sql:
+            return list(self.events)
+        if "subscriber_stats" in sql:
+            return [('{"given_up": 1}',)]
+        if "published" in sql:
+            return [(m, "committed") for m in self.messages]
+        raise AssertionError(sql)
+
+    def check(self) -> dict[str, Any]:
+        summary = check(self.query, Tally(restarts=1, in_flight_bound=10))
+        summary.update(drained=True, drain_s=0, elapsed_s=0)
+        return summary
+
+
+def normal(n: int) -> list[str]:
+    return [an_id("normal", i) for i in range(n)]
+
+
+def test_a_clean_run_passes() -> None:
+    w = World()
+    w.publish(*normal(3))
+    w.both(*w.messages)
+    s = w.check()
+    assert passed(s), s
+    assert s["handled"] == 6 and s["duplicates"] == 0 and s["max_attempt"] == 1
+
+
+def test_only_failing_modes_may_be_dead_lettered_with_their_own_error() -> None:
+    poison, explicit, hang_last = an_id("poison"), an_id("explicit"), an_id("hang_last")
+    plain, slow = normal(1)[0], an_id("slow")
+    w = World()
+    w.publish(poison, hang_last, explicit, plain, slow)
+    for group in ("fast", "strict"):
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            w.run(group, poison, attempt)
+            w.run(group, hang_last, attempt)
+        w.dead_letter(group, poison, MAX_ATTEMPTS, poison_last_error(poison, MAX_ATTEMPTS))
+        w.dead_letter(group, hang_last, MAX_ATTEMPTS, given_up_error())
+        w.run(group, explicit)
+        w.dead_letter(group, explicit, 1, explicit_reason(explicit))
+        w.run(group, plain)
+        w.run(group, slow)
+    s = w.check()
+    assert passed(s), s
+    assert (s["poison"], s["timed_out"], s["explicit"]) == (2, 2, 2)
+    assert s["duplicates"] == 0  # a failing message's reruns are not duplicates
+
+    w.dead_letter("fast", plain, 1, "handler exceeded max_handler_time (10s)")
+    w.dead_letter("fast", slow, MAX_ATTEMPTS, EXPIRED)
+    w.dead_letter("fast", poison, MAX_ATTEMPTS, poison_last_error(poison, MAX_ATTEMPTS))
+    s = w.check()
+    assert s["wrongly_dead_lettered"] == 3 and not passed(s)
+
+
+def test_a_wrong_error_or_a_missing_dead_letter_fails() -> None:
+    poison, explicit = an_id("poison"), an_id("explicit")
+    w = World()
+    w.publish(poison, explicit)
+    for group in ("fast", "strict"):
+        w.run(group, explicit)
+    w.dead_letter("fast", explicit, 1, explicit_reason(explicit))
+    w.dead_letter("strict", explicit, 1, "something else")
+    w.dead_letter("fast", poison, MAX_ATTEMPTS, poison_last_error(poison, MAX_ATTEMPTS - 1))
+    s = w.check()
+    assert s["wrongly_dead_lettered"] == 2
+    assert s["not_dead_lettered"] == 1  # the poison message is not in strict's DLQ
+    assert not passed(s)
+
+
+@pytest.mark.parametrize("fault", [None, "kill", "restart"])
+def test_an_expired_last_attempt_needs_a_fault_on_its_worker(fault: str | None) -> None:
+    poison = an_id("poison")
+    w = World()
+    w.publish(poison)
+    for group in ("fast", "strict"):
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            w.run(group, poison, attempt, worker=f"w-{group}")
+    if fault == "kill":
+        w.event("kill", "w-fast", w.clock + 100)
+        w.event("kill", "w-strict", w.clock + 100)
+    elif fault == "restart":
+        w.event("restart", "crash", w.clock + 100)
+        w.event("restarted", "back", w.clock + 2000)
+    w.clock += VIS_MS + 1000
+    for group in ("fast", "strict"):
+        w.dead_letter(group, poison, MAX_ATTEMPTS, EXPIRED)
+    s = w.check()
+    if fault is None:
+        assert s["wrongly_dead_lettered"] == 2 and not passed(s)
+    else:
+        assert s["dlq_expired"] == 2 and passed(s), s
+
+
+def test_a_rerun_needs_a_fault_a_nack_or_a_give_up() -> None:
+    slow, hang, plain = an_id("slow"), an_id("hang"), normal(1)[0]
+    w = World()
+    w.publish(slow, hang, plain)
+    w.run("fast", slow, 1, "w1")
+    w.run("fast", slow, 2, "w2", at=w.clock + 7000)  # redelivered while w1 ran it: G14 broken
+    w.run("fast", hang, 1, "w1")
+    w.run("fast", hang, 2, "w2", at=w.clock + round(MAX_HANDLER_S * 1000))  # after the give-up
+    w.run("fast", plain, 1, "w3")
+    w.event("kill", "w3", w.clock + 50)
+    w.run("fast", plain, 2, "w2", at=w.clock + VIS_MS + 100)  # its worker was killed: fine
+    w.run("strict", slow, 1, "s1")
+    w.run("strict", hang, 1, "s1")
+    w.run("strict", hang, 2, "s2", at=w.clock + 2000)  # before the give-up: G14 broken
+    w.run("strict", plain, 1, "s1")
+    s = w.check()
+    assert s["unexplained_redeliveries"] == 2 and not passed(s), s
+    assert s["duplicates"] == 4 and s["duplicate_bound"] == 10 + 2  # one per hung run and group
+
+
+def test_two_runs_of_one_attempt_fail() -> None:
+    plain = normal(1)[0]
+    w = World()
+    w.publish(plain)
+    w.run("fast", plain, 1, "w1")
+    w.event("kill", "w1", w.clock + 1)
+    w.run("fast", plain, 1, "w2", at=w.clock + VIS_MS)
+    w.run("strict", plain)
+    s = w.check()
+    assert s["repeated_attempts"] == 1 and s["unexplained_redeliveries"] == 0 and not passed(s)
+
+
+def test_strict_order_skips_only_the_retries_of_nacked_messages() -> None:
+    poison, hang = an_id("poison"), an_id("hang")
+    a, b, c = normal(3)
+    w = World()
+    w.publish(poison, a, hang, b, c)
+    w.run("strict", poison, 1)
+    w.run("strict", a)
+    w.run("strict", poison, 2)  # a nacked message's retry after a later offset (G7)
+    w.run("strict", hang, 1)
+    w.run("strict", b, at=w.clock + round(MAX_HANDLER_S * 1000))
+    w.run("strict", hang, 2)
+    w.run("strict", c)
+    assert w.check()["order_violations"] == 0
+
+    w.run("strict", a, 2)  # a normal message again after later offsets: out of order
+    assert w.check()["order_violations"] == 1
+
+
+def test_strict_order_skips_a_late_start_only_of_a_frozen_worker() -> None:
+    a, b, c = normal(3)
+    w = World()
+    w.publish(a, b, c)
+    fetched = w.clock
+    w.event("sigstop", "w1", fetched + 100)
+    w.event("sigcont", "w1", fetched + 10_000)
+    w.run("strict", a, 1, "w2", at=fetched + VIS_MS + 1000)
+    w.run("strict", b, 1, "w2")
+    w.run("strict", c, 1, "w2")
+    # w1 fetched a, was stopped before its handler recorded the start, and records it on resume
+    w.run("strict", a, 1, "w1", at=fetched + 10_050, fetched=fetched)
+    s = w.check()
+    assert s["order_violations"] == 0 and s["late_starts"] == 1, s
+
+    # the same late start by a worker that was never frozen is checked
+    w.runs[-1] = (*w.runs[-1][:5], "w3", *w.runs[-1][6:])
+    s = w.check()
+    assert s["order_violations"] == 1 and s["late_starts"] == 0, s
+
+
+def test_a_late_start_of_a_message_kept_alive_is_checked_and_in_order() -> None:
+    """Buffered behind a slow handler, kept invisible by keepalives: it starts after its
+    fetch-time deadline, in order, and the checker holds it to the order."""
+    slow, a, b = an_id("slow"), *normal(2)
+    w = World()
+    w.publish(slow, a, b)
+    fetched = w.clock
+    w.run("strict", slow, 1, "w1", fetched=fetched)
+    w.run("strict", a, 1, "w1", at=fetched + 7600, fetched=fetched)
+    w.run("strict", b, 1, "w1")
+    s = w.check()
+    assert s["order_violations"] == 0 and s["late_starts"] == 0
+
+
+def test_a_hung_run_must_be_followed_by_a_retry() -> None:
+    """Given up (or its worker died): either way a hung message runs again."""
+    hang = an_id("hang")
+    w = World()
+    w.publish(hang)
+    w.run("fast", hang, 1)
+    w.run("fast", hang, 2, "w2", at=w.clock + round(MAX_HANDLER_S * 1000) + 100)
+    w.run("strict", hang, 1)  # hung and then returned: never given up
+    s = w.check()
+    assert s["not_given_up"] == 1 and s["unexplained_redeliveries"] == 0 and not passed(s), s
