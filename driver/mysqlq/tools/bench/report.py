@@ -150,6 +150,8 @@ def print_tables(data: dict[str, Any], console: Console) -> None:
             name = f"publish {r['mode']} {r['size']}"
         elif r["kind"] == "consume":
             name = f"consume (batch {r['size']})"
+        elif r["kind"] == "effects":
+            name = "consume + 1 write" + (" (one tx)" if r["system"] == "tx" else ", then ack")
         else:
             name = f"steady {r['rate']:g} msg/s"
         latency = (

@@ -20,7 +20,6 @@ import contextlib
 import multiprocessing as mp
 import queue as queue_module
 import struct
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +29,7 @@ import MySQLdb
 import mysqlq
 from mysqlq import _sql, connection
 from mysqlq.connection import execute_rows
+from mysqlq.tools.bench import effects
 
 PAYLOAD = b"x" * 100
 KEYS = 64
@@ -187,30 +187,6 @@ def _noop(message: Any) -> None:
     return None
 
 
-EFFECTS_TABLE = (
-    "CREATE TABLE IF NOT EXISTS bench_effects ("
-    "id BIGINT AUTO_INCREMENT PRIMARY KEY, msg_id VARCHAR(191) NOT NULL)"
-)
-EFFECT = "INSERT INTO bench_effects (msg_id) VALUES (%s)"
-
-
-def _effects_handler(dsn: str, mode: str) -> Callable[[Any], None]:
-    """A handler with one write per message: ``ack`` writes on its own connection (autocommit)
-    and returns (the subscriber acks); ``tx`` writes and acks in one transaction."""
-    local = threading.local()
-
-    def write_then_ack(message: Any) -> None:
-        if getattr(local, "conn", None) is None:
-            local.conn = connection.connect(dsn)
-        execute_rows(local.conn, EFFECT, (message.id,))
-
-    def in_transaction(message: Any) -> None:
-        with message.transaction() as tx:
-            tx.execute(EFFECT, (message.id,))
-
-    return {"ack": write_then_ack, "tx": in_transaction}[mode]
-
-
 def _subscriber_main(dsn, topic, group, index, options, stop, done) -> None:
     latencies: list[float] = []
 
@@ -220,7 +196,7 @@ def _subscriber_main(dsn, topic, group, index, options, stop, done) -> None:
             latencies.append(time.time() - sent)
 
     if options.get("effects"):
-        handler = _effects_handler(dsn, options["effects"])
+        handler = effects.handler(dsn, options["effects"])
 
     sub = mysqlq.Subscriber(
         dsn,
@@ -270,7 +246,7 @@ def mysqlq_consume(
     client.subscribe(group, topic)
     watcher = connection.connect(dsn)
     if effects:
-        execute_rows(watcher, EFFECTS_TABLE)
+        execute_rows(watcher, effects.TABLE)
     prepublish(dsn, topic, messages, lambda n: None)
     stop = _ctx.Event()
     done = _ctx.Queue()
