@@ -466,6 +466,12 @@ def test_consume_with_a_bad_handler_spec(cli):
     assert "cannot import no_such_module_xyz" in result.output
 
 
+def test_consume_refuses_a_max_handler_time_that_is_not_positive(cli):
+    result = cli("consume", "orders", "--group", "g", "--max-handler-time", "0")
+    assert result.exit_code == 2
+    assert "--max-handler-time" in result.output
+
+
 # --------------------------------------------------------------------------- demo
 
 

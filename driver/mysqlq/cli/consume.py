@@ -83,14 +83,21 @@ def load_handler(spec: str) -> Callable[[Any], Any]:
     type=click.IntRange(1, 1000),
     default=3,
     show_default=True,
-    help="Deliveries before a message goes to the DLQ.",
+    help="Handler runs before a message goes to the DLQ.",
 )
 @click.option(
     "--visibility-timeout",
     type=float,
     default=60.0,
     show_default=True,
-    help="Seconds a delivered message stays invisible to others.",
+    help="Seconds a delivered message stays invisible to others (renewed while it is held).",
+)
+@click.option(
+    "--max-handler-time",
+    type=click.FloatRange(min=0, min_open=True),
+    default=600.0,
+    show_default=True,
+    help="Seconds a handler may run before it is given up and its message nacked.",
 )
 @click.option(
     "--lease-duration",
@@ -118,6 +125,7 @@ def consume(
     concurrency: int,
     max_attempts: int,
     visibility_timeout: float,
+    max_handler_time: float,
     lease_duration: float,
     poll_interval: float,
     dlq_topic: str | None,
@@ -127,7 +135,8 @@ def consume(
     """Consume TOPIC as a member of consumer group --group until SIGTERM or Ctrl-C.
 
     A handler that returns acks its message; one that raises nacks it (retried with backoff,
-    then dead-lettered after --max-attempts deliveries). The default handler prints each message
+    then dead-lettered after --max-attempts runs); one still running after --max-handler-time
+    is given up. The default handler prints each message
     as a JSON line: topic, key, offset, id, attempt, payload (text, or payload_b64 when the
     payload is not UTF-8) and metadata.
     """
@@ -149,6 +158,7 @@ def consume(
             concurrency=concurrency,
             max_attempts=max_attempts,
             visibility_timeout=visibility_timeout,
+            max_handler_time=max_handler_time,
             lease_duration=lease_duration,
             poll_interval=poll_interval,
             dlq_topic=dlq_topic,
