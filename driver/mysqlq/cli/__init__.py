@@ -9,6 +9,7 @@ red line on stderr and exit with status 1.
     mysqlq consume TOPIC --group G             run a subscriber (prints messages as JSON lines)
     mysqlq stats [--json]                      lag, in flight, DLQ depth per topic and group
     mysqlq dlq list|show|redrive DLQ_TOPIC     inspect and redrive dead letters
+    mysqlq dashboard [--allow-actions]         a web page of it all (needs mysqlq[dashboard])
     mysqlq gc [--limit N]                      delete what every group has passed
     mysqlq grants                              GRANT statements for the three account kinds
     mysqlq demo                                publish and consume a few thousand messages
@@ -23,6 +24,7 @@ import click
 from mysqlq import __version__
 from mysqlq.cli.bench import bench
 from mysqlq.cli.consume import consume
+from mysqlq.cli.dashboard import dashboard
 from mysqlq.cli.demo import demo
 from mysqlq.cli.dlq import dlq
 from mysqlq.cli.gc import gc
@@ -41,5 +43,17 @@ def main() -> None:
     """mysqlq: a message queue in MySQL/MariaDB stored procedures."""
 
 
-for _command in (migrate, publish, consume, stats, dlq, gc, grants, demo, bench, spark_group):
+for _command in (
+    migrate,
+    publish,
+    consume,
+    stats,
+    dlq,
+    dashboard,
+    gc,
+    grants,
+    demo,
+    bench,
+    spark_group,
+):
     main.add_command(_command)

@@ -1,0 +1,59 @@
+"""The dashboard's only writes, through the driver's admin calls: redrive and seek.
+
+They exist only when the dashboard was started with ``--allow-actions``, and run on a
+:class:`mysqlq.Client` of their own (the read pool's sessions are read-only). The account of the
+DSN then needs what ``mysqlq grants --role admin`` gives (``queue_redrive``, ``queue_seek``).
+
+``queue_redrive(dlq_topic, n)`` sends the first ``n`` entries not yet redriven, in its own
+order (DLQ partition, then offset), and remembers its place. Redriving "this entry" is therefore
+redriving every entry still waiting ahead of it in that order, and it; for the first entry in
+line that is exactly one. The confirmation page lists what will be sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+import mysqlq
+
+__all__ = ["Actions"]
+
+_CHUNK = 10_000
+
+
+class Actions:
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self._client: mysqlq.Client | None = None
+        self._lock = threading.Lock()
+
+    def _get(self) -> mysqlq.Client:
+        with self._lock:
+            if self._client is None:
+                self._client = mysqlq.connect(self.dsn)
+            return self._client
+
+    def redrive(self, dlq_topic: str, count: int | None) -> int:
+        """Redrive the first ``count`` entries in line (None: all); returns how many were."""
+        client = self._get()
+        total = 0
+        while count is None or total < count:
+            ask = _CHUNK if count is None else min(_CHUNK, count - total)
+            n = client.redrive(dlq_topic, ask)
+            total += n
+            if n < ask:
+                break
+        return total
+
+    def seek(self, topic: str, group: str, to: str) -> list[dict[str, Any]]:
+        """Move the group to the start (the oldest message kept) or the end of the topic."""
+        return self._get().seek(group, topic, 0 if to == "start" else None)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                with contextlib.suppress(Exception):
+                    self._client.close()
+                self._client = None
