@@ -1,4 +1,4 @@
-"""``mysqlq grants``: print GRANT statements for publisher, consumer and admin accounts."""
+"""``mysqlq grants``: print GRANT statements for publisher, consumer, admin and reader accounts."""
 
 from __future__ import annotations
 
@@ -34,11 +34,18 @@ from mysqlq.errors import InvalidArgument
     help="Account that migrates and administers (owns the routines).",
 )
 @click.option(
+    "--reader",
+    default="mysqlq_reader@%",
+    show_default=True,
+    metavar="USER[@HOST]",
+    help="Account that may only read the queue's tables (mysqlq dashboard, stats, dlq list).",
+)
+@click.option(
     "--role",
     "roles",
     multiple=True,
-    type=click.Choice(["publisher", "consumer", "admin"]),
-    help="Print only these accounts' statements (repeatable; default: all three).",
+    type=click.Choice(["publisher", "consumer", "admin", "reader"]),
+    help="Print only these accounts' statements (repeatable; default: all four).",
 )
 @click.option("--create-users", is_flag=True, help="Also print CREATE USER IF NOT EXISTS.")
 def grants(
@@ -47,15 +54,17 @@ def grants(
     publisher: str,
     consumer: str,
     admin: str,
+    reader: str,
     roles: tuple[str, ...],
     create_users: bool,
 ) -> None:
-    """Print the GRANT statements for a publisher, a consumer and an admin account.
+    """Print the GRANT statements for a publisher, a consumer, an admin and a reader account.
 
     Every routine runs with SQL SECURITY DEFINER, so publisher and consumer need only EXECUTE
-    on their procedures and no privilege on any table. Run the migration as the admin account
-    first (GRANT ... ON PROCEDURE needs the procedure to exist), then these statements as a
-    user who may grant.
+    on their procedures and no privilege on any table. The reader may only SELECT the queue_*
+    tables (payloads included): the account for `mysqlq dashboard` without --allow-actions.
+    Run the migration as the admin account first (GRANT ... ON needs the object to exist),
+    then these statements as a user who may grant.
 
     \b
         mysqlq grants --database app --publisher 'orders_api@10.0.%' | mysql -u root
@@ -69,13 +78,14 @@ def grants(
             database = parse_dsn(dsn).database
             if not database:
                 raise InvalidArgument("the DSN names no database: give --database")
-        chosen = set(roles or ("publisher", "consumer", "admin"))
+        chosen = set(roles or ("publisher", "consumer", "admin", "reader"))
         try:
             statements = grant_statements(
                 database,
                 publisher=parse_account(publisher) if "publisher" in chosen else None,
                 consumer=parse_account(consumer) if "consumer" in chosen else None,
                 admin=parse_account(admin) if "admin" in chosen else None,
+                reader=parse_account(reader) if "reader" in chosen else None,
                 create_users=create_users,
             )
         except ValueError as exc:

@@ -1,10 +1,15 @@
-"""Least privilege: the GRANT statements for a publisher, a consumer and an admin account.
+"""Least privilege: the GRANT statements for a publisher, a consumer, an admin and a reader.
 
 Every mysqlq routine runs with ``SQL SECURITY DEFINER`` (the server's default, and the routines
 say so explicitly): it runs with the privileges of the account that installed it (the admin that
 ran the migration), so a client needs nothing but ``EXECUTE`` on the routines it calls. It needs no
 privilege on any ``queue_*`` table: a publisher can publish without being able to read a payload,
 and a consumer can fetch and ack without being able to delete a row.
+
+The reader is the one account that reads tables: ``SELECT`` on the ``queue_*`` tables (payloads
+included) and nothing that writes, for ``mysqlq dashboard`` without ``--allow-actions``,
+``mysqlq stats`` and ``mysqlq dlq list|show``. Its grants name each table rather than the
+database, so it cannot read the application's own tables beside the queue's.
 
 The statements grant to plain accounts (``'user'@'host'``), not to roles. Roles exist on both
 servers but behave differently: MySQL needs ``SET DEFAULT ROLE`` (or
@@ -29,6 +34,7 @@ __all__ = [
     "ADMIN_TABLE_PRIVILEGES",
     "CONSUMER_PROCEDURES",
     "PUBLISHER_PROCEDURES",
+    "READER_TABLES",
     "SHARED_PROCEDURES",
     "Account",
     "grant_statements",
@@ -66,6 +72,17 @@ ADMIN_PROCEDURES = (
     "queue_maintenance",
 )
 SHARED_PROCEDURES = ("queue_version",)  # every account may ask the protocol version
+# what the reader may SELECT: every table of the protocol (docs/protocol.md), not the database
+READER_TABLES = (
+    "queue_topics",
+    "queue_partitions",
+    "queue_messages",
+    "queue_offsets",
+    "queue_delivery_state",
+    "queue_partition_leases",
+    "queue_subscriber_heartbeats",
+    "queue_subscriptions",
+)
 # the migration installs tables, routines and events and stamps its version table; `mysqlq stats`
 # and `mysqlq dlq` read the tables
 ADMIN_TABLE_PRIVILEGES = (
@@ -130,13 +147,15 @@ def grant_statements(
     consumer: Account | None = Account("mysqlq_consumer"),
     admin: Account | None = Account("mysqlq_admin"),
     create_users: bool = False,
+    reader: Account | None = None,
 ) -> list[str]:
     """The statements that give each account what its role needs in ``database``, and nothing
-    more. ``None`` leaves an account out. ``create_users`` adds ``CREATE USER IF NOT EXISTS``
-    (without a password: set one with ``ALTER USER ... IDENTIFIED BY ...``)."""
+    more. ``None`` leaves an account out (the reader is left out unless given). ``create_users``
+    adds ``CREATE USER IF NOT EXISTS`` (without a password: set one with ``ALTER USER ...
+    IDENTIFIED BY ...``)."""
     db = _database(database)
     out: list[str] = []
-    for account in (publisher, consumer, admin):
+    for account in (publisher, consumer, admin, reader):
         if account is not None and create_users:
             out.append(f"CREATE USER IF NOT EXISTS {account.sql()};")
     if publisher is not None:
@@ -145,4 +164,7 @@ def grant_statements(
         out += _execute(db, (*CONSUMER_PROCEDURES, *SHARED_PROCEDURES), "PROCEDURE", consumer)
     if admin is not None:
         out.append(f"GRANT {', '.join(ADMIN_TABLE_PRIVILEGES)} ON {db}.* TO {admin.sql()};")
+    if reader is not None:
+        out += [f"GRANT SELECT ON {db}.`{t}` TO {reader.sql()};" for t in READER_TABLES]
+        out += _execute(db, SHARED_PROCEDURES, "PROCEDURE", reader)
     return out
