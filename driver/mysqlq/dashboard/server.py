@@ -10,6 +10,7 @@ machine).
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 import threading
 import time
@@ -30,6 +31,7 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host.strip("[]"), port))
+        sock.listen(2048)  # connections wait in the backlog until uvicorn accepts them
     except BaseException:
         sock.close()
         raise
@@ -67,14 +69,25 @@ def _server(settings: Settings, log_config: Any) -> uvicorn.Server:
 
 
 def serve(settings: Settings, announce: Any = print) -> None:
-    """Check the database, bind, announce the URL and serve until SIGINT/SIGTERM."""
+    """Check the database, bind, announce the URL and serve until SIGINT or SIGTERM, then
+    return (uvicorn shuts down gracefully and passes the signal on to the handlers it found:
+    these only note it, so the command ends with status 0 rather than dying of the signal)."""
     settings.check()
     check_database(settings)
     sock = bind(settings.host, settings.port)
     server = _server(settings, uvicorn.config.LOGGING_CONFIG)
-    announce(url_of(settings, sock))
-    with contextlib.closing(sock):
-        server.run(sockets=[sock])
+    received: list[int] = []
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: received.append(signum))
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        announce(url_of(settings, sock))
+        with contextlib.closing(sock):
+            server.run(sockets=[sock])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class Running:
