@@ -32,6 +32,7 @@ def error_page(reply: Reply, status: int, title: str) -> str:
         (f"group?topic={TOPIC}&group=nobody", 404, "No such group"),
         ("group?topic=orders", 400, "Missing group"),
         ("group?topic=or%20ders&group=billing", 400, "Not a valid topic"),
+        ("group?topic=orders%0A&group=billing", 400, "Not a valid topic"),
         ("dlq?topic=nope", 404, "No such topic"),
         ("dlq?topic=%00x", 400, "Not a valid DLQ topic"),
         (f"dlq/entry?topic={DLQ_TOPIC}&partition=1&offset=abc", 400, "Malformed offset"),

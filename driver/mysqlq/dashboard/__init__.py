@@ -5,6 +5,7 @@ The modules, imports running one way (top to bottom):
 
     server     uvicorn: serve in the foreground, or ``Running`` in a thread
     app        the Starlette application: routes, forms, error pages
+    inputs     query parameters and form fields, checked (400 pages)
     gate       path prefix, token, security headers (before every request)
     pages      each page's figures: reader rows + history rates and charts
     actions    redrive and seek through mysqlq.Client (only with --allow-actions)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -37,6 +36,7 @@ from mysqlq.dashboard import views
 from mysqlq.dashboard.actions import Actions
 from mysqlq.dashboard.gate import Gate, Problem, wants_json
 from mysqlq.dashboard.history import History, Sampler
+from mysqlq.dashboard.inputs import NAME, NUMBER, form_fields, int_param, name_param, safe_next
 from mysqlq.dashboard.pages import Pages, jsonable
 from mysqlq.dashboard.reader import Busy, Pool, Reader
 from mysqlq.dashboard.security import CSRF_COOKIE, SESSION_COOKIE, Guard
@@ -47,61 +47,7 @@ __all__ = ["Dashboard", "create_app"]
 log = logging.getLogger("mysqlq.dashboard")
 HERE = Path(__file__).resolve().parent
 
-_NAME = re.compile(r"^[A-Za-z0-9._:/-]{1,191}$")  # topic, group and DLQ topic names
-_NUMBER = re.compile(r"^[0-9]{1,18}$")
 _VIEWS = ("json", "text", "hex")
-
-
-# --------------------------------------------------------------------------- input
-
-
-def name_param(request: Request, key: str, what: str, required: bool = True) -> str | None:
-    value = request.query_params.get(key)
-    if not value:
-        if not required:
-            return None
-        raise Problem(400, f"Missing {what}", f"Give the {what} as the query parameter {key!r}.")
-    if not _NAME.match(value):
-        raise Problem(
-            400,
-            f"Not a valid {what}",
-            f"{value[:200]!r} is not a {what}: names are 1 to 191 characters of "
-            "A-Z a-z 0-9 . _ - : /",
-        )
-    return value
-
-
-def int_param(request: Request, key: str, what: str) -> int:
-    value = request.query_params.get(key)
-    if value is None or value == "":
-        raise Problem(400, f"Missing {what}", f"Give the {what} as the query parameter {key!r}.")
-    if not _NUMBER.match(value):
-        raise Problem(
-            400, f"Malformed {what}", f"{value[:50]!r} is not a {what}: a whole number >= 0."
-        )
-    return int(value)
-
-
-async def form_fields(request: Request) -> dict[str, str]:
-    """An urlencoded form body (the only kind the dashboard's forms send)."""
-    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype != "application/x-www-form-urlencoded":
-        raise Problem(400, "Not a form", "Send the form as application/x-www-form-urlencoded.")
-    body = await request.body()
-    if len(body) > 64 * 1024:
-        raise Problem(413, "Form too large", "The form is larger than 64 KiB.")
-    try:
-        pairs = urllib.parse.parse_qsl(body.decode("utf-8"), keep_blank_values=True)
-    except UnicodeDecodeError:
-        raise Problem(400, "Not a form", "The form is not UTF-8.") from None
-    return dict(pairs)
-
-
-def safe_next(value: str | None) -> str:
-    """A path inside the dashboard to go back to after logging in (never another site)."""
-    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
-        return "/"
-    return value
 
 
 # --------------------------------------------------------------------------- the application
@@ -406,12 +352,12 @@ class Dashboard:
         fields = await self._checked_form(request)
         actions = self._actions()
         topic = fields.get("topic", "")
-        if not _NAME.match(topic):
+        if not NAME.fullmatch(topic):
             raise Problem(400, "Not a valid DLQ topic", f"{topic[:200]!r} is not a topic name.")
         count: int | None = None
         if fields.get("partition") or fields.get("offset"):
             numbers = [fields.get("partition", ""), fields.get("offset", "")]
-            if not all(_NUMBER.match(n) for n in numbers):
+            if not all(NUMBER.fullmatch(n) for n in numbers):
                 raise Problem(400, "Malformed entry", "partition and offset must be whole numbers.")
             partition, offset = (int(n) for n in numbers)
             plan = await run_in_threadpool(self.pages.redrive_plan, topic, partition, offset)
@@ -446,7 +392,7 @@ class Dashboard:
         fields = await self._checked_form(request)
         actions = self._actions()
         topic, group, to = fields.get("topic", ""), fields.get("group", ""), fields.get("to")
-        if not _NAME.match(topic) or not _NAME.match(group):
+        if not NAME.fullmatch(topic) or not NAME.fullmatch(group):
             raise Problem(400, "Not a valid name", "topic and group must be valid names.")
         if to not in ("start", "end"):
             raise Problem(400, "Malformed position", "to must be start or end.")

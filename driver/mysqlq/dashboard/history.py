@@ -94,6 +94,10 @@ class History:
             self.add("acked", key, now, int(g["acked_total"]))
         with self._lock:
             self.samples += 1
+            # topics and groups that are gone: their series end with the window
+            for name, series in list(self._series.items()):
+                if not series.points or series.points[-1].at_ms < now - self.window_ms:
+                    del self._series[name]
 
     def publish_rate(self, topic: str, seconds: float) -> float | None:
         points = self.get("published", (topic,))

@@ -124,13 +124,13 @@ class Reader:
             for r in self.rows(sql.ROWS_IN_FLIGHT, (now,))
         }
         subscribers = self.rows(sql.SUBSCRIBERS, (now, PAGE_LIMIT))
-        dlq = self.rows(sql.DLQ_SUMMARY)
-        live: dict[tuple[str, str], int] = {}
         for s in subscribers:
             s["live"] = s["expires_at"] > now
-            if s["live"]:
-                key = (s["topic"], s["group_name"])
-                live[key] = live.get(key, 0) + 1
+        live = {
+            (r["topic"], r["group_name"]): r["live"]
+            for r in self.rows(sql.LIVE_SUBSCRIBERS, (now,))
+        }
+        dlq = self.rows(sql.DLQ_SUMMARY)
         dlq_by_origin: dict[tuple[str, str, str], dict[str, Any]] = {
             (d["dlq_topic"], d["origin_topic"], d["origin_group"]): d for d in dlq
         }

@@ -63,6 +63,14 @@ WHERE ds.state = 1 AND ds.invisible_until > %s
 GROUP BY ds.group_name, dp.topic
 """
 
+# live subscribers per group and topic (fair share counts these). Argument: now.
+LIVE_SUBSCRIBERS = """
+SELECT h.group_name, h.topic, COUNT(*) AS live
+FROM queue_subscriber_heartbeats h
+WHERE h.expires_at > %s
+GROUP BY h.group_name, h.topic
+"""
+
 # every subscriber that has a heartbeat row (live or not yet cleaned up) and how many partitions
 # it holds now. Arguments: now, limit.
 SUBSCRIBERS = """
