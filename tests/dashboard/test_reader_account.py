@@ -10,6 +10,7 @@ import re
 
 import pytest
 from helpers.dashboard import DLQ_TOPIC, GROUP, TOPIC, fetch
+from helpers.testdb import ROOT
 
 import mysqlq
 from mysqlq import connection as mq_connection
@@ -80,3 +81,18 @@ def test_the_reader_account_writes_nothing(traffic, reader_dsn, admin):
         ):
             with pytest.raises(errors.PermissionDenied):
                 mq_connection.execute_rows(conn, statement)
+
+
+def test_the_reader_grants_cover_every_table_the_dashboard_reads():
+    from mysqlq.dashboard import sql
+    from mysqlq.schema import grants
+
+    texts = [v for k, v in vars(sql).items() if k.isupper() and isinstance(v, str)]
+    named = {t for text in texts for t in re.findall(r"\bqueue_[a-z_]+\b", text)}
+    assert named and named <= set(grants.READER_TABLES)
+    tables = {
+        path.stem
+        for path in (ROOT / "sql").glob("queue_*.sql")
+        if "CREATE TABLE" in path.read_text(encoding="utf-8")
+    }
+    assert set(grants.READER_TABLES) == tables
