@@ -53,6 +53,8 @@ def test_operator_sees_the_queue_and_redrives_a_dead_letter(dashboard, traffic, 
     page = browser.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    # a script or style the Content-Security-Policy blocked, or a failed load, is logged here
+    page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
 
     # the overview: the topic, each group's lag, the subscriber, the dead letters
     page.goto(dashboard.url)
