@@ -52,6 +52,10 @@
 
 {% set CURSOR_TOKEN_NONE = -1 %}
 
+{#- The position of queue_redrive and queue_redrive_one in each DLQ partition: a group of its own
+    in queue_offsets and queue_delivery_state ('#' is not allowed in a group name). -#}
+{% set REDRIVE_GROUP = '#redrive' %}
+
 {% set FETCH_KIND_CURSOR = 0 %}
 {% set FETCH_KIND_ROW = 1 %}
 
@@ -78,6 +82,7 @@
         MQ017  p_messages could not be stored (a value the server refused)
         MQ018  strict topics: p_topic was never configured (SET @mysqlq_strict_topics = 1)
         MQ019  a settle inside the caller's transaction met a stale delivery: nothing was settled
+        MQ020  p_partition_id and p_offset name no DLQ entry of p_dlq_topic
         MQ090  an internal invariant failed (a bug: please report it)
 -#}
 {% set E_NAME = 'MQ001' %}
@@ -99,6 +104,7 @@
 {% set E_NOT_STORED = 'MQ017' %}
 {% set E_UNKNOWN_TOPIC = 'MQ018' %}
 {% set E_STALE = 'MQ019' %}
+{% set E_NO_ENTRY = 'MQ020' %}
 {% set E_INTERNAL = 'MQ090' %}
 
 {#- Epoch milliseconds from the injected clock, or the server clock when the caller passes NULL. -#}

@@ -1,6 +1,6 @@
 {% import '_macros.sql' as m %}
 -- Sends up to p_limit DLQ entries of p_dlq_topic back to their origin topic, each for the group
--- that failed it only (G9); a '#redrive' cursor remembers what was sent. Returns one row (redriven).
+-- that failed it only (G9); a '{{ m.REDRIVE_GROUP }}' cursor remembers what was sent. Returns one row (redriven).
 CREATE PROCEDURE queue_redrive(
     IN p_dlq_topic {{ m.name_param() }},
     IN p_limit BIGINT,
@@ -16,6 +16,7 @@ BEGIN
     DECLARE v_last BIGINT;
     DECLARE v_off BIGINT;
     DECLARE v_redriven INT DEFAULT 0;
+    DECLARE v_marked INT;
     DECLARE v_done INT DEFAULT 0;
     DECLARE v_topic {{ m.name_local() }};
     DECLARE v_key {{ m.name_local() }};
@@ -48,15 +49,26 @@ BEGIN
         IF v_done = 1 OR v_redriven >= p_limit THEN
             LEAVE partition_loop;
         END IF;
-        CALL queue__open_offsets('#redrive', v_pid, v_now);
+        CALL queue__open_offsets('{{ m.REDRIVE_GROUP }}', v_pid, v_now);
         SELECT o.offset_acked INTO v_wm FROM queue_offsets AS o
-        WHERE o.group_name = '#redrive' AND o.partition_id = v_pid FOR UPDATE;
+        WHERE o.group_name = '{{ m.REDRIVE_GROUP }}' AND o.partition_id = v_pid FOR UPDATE;
         SELECT MAX(p.last_offset) INTO v_last FROM queue_partitions AS p
         WHERE p.partition_id = v_pid;
         SET v_off = v_wm;
-        WHILE v_off < v_last AND v_redriven < p_limit DO
+        -- entries queue_redrive_one sent already are marked: passed over, and their marks go
+        SELECT COUNT(*) INTO v_marked FROM queue_delivery_state AS s
+        WHERE s.group_name = '{{ m.REDRIVE_GROUP }}' AND s.partition_id = v_pid;
+        redrive_loop: WHILE v_off < v_last AND v_redriven < p_limit DO
             SET v_off = v_off + 1;
             SET v_topic = NULL;
+            IF v_marked > 0 AND EXISTS (
+                SELECT 1 FROM queue_delivery_state AS s
+                WHERE
+                    s.group_name = '{{ m.REDRIVE_GROUP }}' AND s.partition_id = v_pid
+                    AND s.msg_offset = v_off
+            ) THEN
+                ITERATE redrive_loop;
+            END IF;
             SELECT
                 msg.origin_topic,
                 msg.partition_key,
@@ -76,10 +88,14 @@ BEGIN
                 );
                 SET v_redriven = v_redriven + 1;
             END IF;
-        END WHILE;
+        END WHILE redrive_loop;
         UPDATE queue_offsets
         SET offset_acked = v_off, cursor_pos = v_off, cursor_start = v_off + 1, updated_at = v_now
-        WHERE group_name = '#redrive' AND partition_id = v_pid;
+        WHERE group_name = '{{ m.REDRIVE_GROUP }}' AND partition_id = v_pid;
+        IF v_marked > 0 THEN
+            -- the marks the position passed; marks past it move it on when they follow it
+            CALL queue__advance_watermark('{{ m.REDRIVE_GROUP }}', v_pid, v_off, NULL, 1, v_now);
+        END IF;
     END LOOP;
     CLOSE c_partitions;
     COMMIT;

@@ -48,6 +48,7 @@ START_TRANSACTION = "START TRANSACTION"
 # administration
 SEEK = "CALL queue_seek(%s, %s, %s, %s, NULL)"
 REDRIVE = "CALL queue_redrive(%s, %s, NULL)"
+REDRIVE_ONE = "CALL queue_redrive_one(%s, %s, %s, NULL)"
 GC = "CALL queue_gc(%s, NULL)"
 MAINTENANCE = "CALL queue_maintenance(NULL)"
 

@@ -301,6 +301,12 @@ class Client(_Publisher):
         """Send DLQ entries back to their topic, each for the group that failed it."""
         return int(self._call_safely(_sql.REDRIVE, (dlq_topic, limit))[0]["redriven"])
 
+    def redrive_one(self, dlq_topic: str, partition_id: int, offset: int) -> int:
+        """Send one DLQ entry back to its topic for the group that failed it; 1, or 0 when it
+        was redriven before (code MQ020 when there is no such entry)."""
+        rows = self._call_safely(_sql.REDRIVE_ONE, (dlq_topic, partition_id, offset))
+        return int(rows[0]["redriven"])
+
     def gc(self, limit: int = 100_000) -> int:
         """Delete what every subscribed group has passed; returns the rows deleted."""
         return int(self._call_safely(_sql.GC, (limit,))[0]["deleted"])

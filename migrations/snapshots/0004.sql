@@ -2378,6 +2378,7 @@ BEGIN
     DECLARE v_last BIGINT;
     DECLARE v_off BIGINT;
     DECLARE v_redriven INT DEFAULT 0;
+    DECLARE v_marked INT;
     DECLARE v_done INT DEFAULT 0;
     DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
@@ -2427,9 +2428,19 @@ BEGIN
         SELECT MAX(p.last_offset) INTO v_last FROM queue_partitions AS p
         WHERE p.partition_id = v_pid;
         SET v_off = v_wm;
-        WHILE v_off < v_last AND v_redriven < p_limit DO
+        SELECT COUNT(*) INTO v_marked FROM queue_delivery_state AS s
+        WHERE s.group_name = '#redrive' AND s.partition_id = v_pid;
+        redrive_loop: WHILE v_off < v_last AND v_redriven < p_limit DO
             SET v_off = v_off + 1;
             SET v_topic = NULL;
+            IF v_marked > 0 AND EXISTS (
+                SELECT 1 FROM queue_delivery_state AS s
+                WHERE
+                    s.group_name = '#redrive' AND s.partition_id = v_pid
+                    AND s.msg_offset = v_off
+            ) THEN
+                ITERATE redrive_loop;
+            END IF;
             SELECT
                 msg.origin_topic,
                 msg.partition_key,
@@ -2449,15 +2460,105 @@ BEGIN
                 );
                 SET v_redriven = v_redriven + 1;
             END IF;
-        END WHILE;
+        END WHILE redrive_loop;
         UPDATE queue_offsets
         SET offset_acked = v_off, cursor_pos = v_off, cursor_start = v_off + 1, updated_at = v_now
         WHERE group_name = '#redrive' AND partition_id = v_pid;
+        IF v_marked > 0 THEN
+            CALL queue__advance_watermark('#redrive', v_pid, v_off, NULL, 1, v_now);
+        END IF;
     END LOOP;
     CLOSE c_partitions;
     COMMIT;
 
     SELECT v_redriven AS redriven;
+END
+
+-- mysqlq:object procedure queue_redrive_one
+CREATE PROCEDURE queue_redrive_one(
+    IN p_dlq_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_partition_id BIGINT,
+    IN p_offset BIGINT,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_wm BIGINT;
+    DECLARE v_done_before INT;
+    DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_payload LONGBLOB;
+    DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_origin_offset BIGINT;
+    DECLARE v_origin_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_new_offset BIGINT;
+    DECLARE v_duplicate TINYINT;
+    DECLARE v_new_pid BIGINT;
+    DECLARE v_new_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        ROLLBACK;
+        RESIGNAL;
+    END;
+
+    IF p_dlq_topic IS NULL OR CHAR_LENGTH(p_dlq_topic) NOT BETWEEN 1 AND 191
+        OR p_dlq_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_dlq_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_partition_id IS NULL OR p_partition_id < 1 OR p_offset IS NULL OR p_offset < 1 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ015 p_partition_id and p_offset must name a DLQ entry (both >= 1)';
+    END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
+
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
+    SELECT
+        msg.origin_topic,
+        msg.partition_key,
+        msg.payload,
+        msg.metadata,
+        msg.origin_group,
+        msg.origin_offset,
+        msg.origin_message_id
+    INTO v_topic, v_key, v_payload, v_metadata, v_group, v_origin_offset, v_origin_id
+    FROM queue_messages AS msg
+    WHERE msg.partition_id = p_partition_id AND msg.msg_offset = p_offset AND msg.topic = p_dlq_topic;
+    IF v_topic IS NULL THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ020 p_partition_id and p_offset name no DLQ entry of p_dlq_topic';
+    END IF;
+
+    CALL queue__open_offsets('#redrive', p_partition_id, v_now);
+    SELECT o.offset_acked INTO v_wm FROM queue_offsets AS o
+    WHERE o.group_name = '#redrive' AND o.partition_id = p_partition_id
+    FOR UPDATE;
+    SELECT COUNT(*) INTO v_done_before FROM queue_delivery_state AS s
+    WHERE
+        s.group_name = '#redrive' AND s.partition_id = p_partition_id
+        AND s.msg_offset = p_offset;
+    IF p_offset <= v_wm OR v_done_before > 0 THEN
+        COMMIT;
+        SELECT 0 AS redriven;
+    ELSE
+        CALL queue__append(
+            v_topic, v_key, NULL, v_payload, v_metadata, 0, v_now,
+            v_group, v_topic, v_group, v_origin_offset, v_origin_id, NULL, NULL,
+            v_new_offset, v_duplicate, v_new_pid, v_new_id
+        );
+        INSERT INTO queue_delivery_state (
+            group_name, partition_id, msg_offset, state, invisible_until, attempts, token,
+            last_error, updated_at
+        ) VALUES (
+            '#redrive', p_partition_id, p_offset, 2, 0, 0, 0, NULL, v_now
+        );
+        CALL queue__advance_watermark('#redrive', p_partition_id, v_wm, NULL, 1, v_now);
+        COMMIT;
+        SELECT 1 AS redriven;
+    END IF;
 END
 
 -- mysqlq:object procedure queue_release_leases

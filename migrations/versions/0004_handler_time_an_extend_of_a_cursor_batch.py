@@ -13,7 +13,7 @@ revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "0b31e3f5f1d8a0484d4808787f220bf79dd1d5576280dc0d42c73d6039dd5d00"
+snapshot_sha256 = "19650b8968926784b5dca192c8635b4b0e7b65ff4cbe22059d05376472a41014"
 
 
 def upgrade() -> None:

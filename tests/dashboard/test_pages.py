@@ -176,3 +176,57 @@ def test_seek_through_the_confirmation_form(dashboard, traffic):
     done = fetch(dashboard.url + "actions/seek", data={**form, "to": "start"}, jar=jar)
     assert done.status == 303
     assert traffic.lag(IDLE_GROUP) == before
+
+
+def test_redrive_of_one_entry_sends_that_entry_alone(dashboard, traffic):
+    """Three dead letters of another topic: redriving the middle one from its confirmation form
+    sends exactly it (queue_redrive_one), and the DLQ page marks only it redriven."""
+    from helpers.support import Consumer, deliveries
+
+    from mysqlq.connection import call
+
+    conn = traffic.db()
+    try:
+        for i in range(3):
+            call(conn, "queue_publish", "other", "k", f"o-{i}", b"x", None, 0)
+        c = Consumer(conn, "g2", "other", "s")
+        c.subscribe()
+        c.tick()
+        for m in c.fetch():
+            call(conn, "queue_dead_letter", "g2", deliveries([m]), f"bad {m['id']}", None)
+        cur = conn.cursor()
+        cur.execute(
+            "SELECT partition_id, msg_offset FROM queue_messages WHERE topic = 'other_dlq'"
+            " ORDER BY msg_offset"
+        )
+        entries = cur.fetchall()
+        cur.close()
+        pid, middle = entries[1]
+        jar = http.cookiejar.CookieJar()
+        confirm = fetch(
+            dashboard.url + f"actions/redrive?topic=other_dlq&partition={pid}&offset={middle}",
+            jar=jar,
+        )
+        assert confirm.status == 200 and "Yes, redrive 1 entry" in confirm.text
+        token = re.search(r'name="csrf" value="([^"]+)"', confirm.text).group(1)
+        form = {"csrf": token, "topic": "other_dlq", "partition": pid, "offset": middle}
+        done = fetch(dashboard.url + "actions/redrive", data=form, jar=jar)
+        assert done.status == 303 and "count=1" in done.headers["location"]
+        cur = conn.cursor()
+        cur.execute(
+            "SELECT origin_message_id FROM queue_messages WHERE topic = 'other'"
+            " AND target_group = 'g2'"
+        )
+        assert [r[0] for r in cur.fetchall()] == ["o-1"]
+        cur.close()
+        listed = api(dashboard, "api/dlq?topic=other_dlq")
+        marks = {e["origin_message_id"]: e["redriven"] for e in listed["entries"]}
+        assert marks == {"o-0": 0, "o-1": 1, "o-2": 0}
+        # again: nothing more goes back
+        confirm = fetch(
+            dashboard.url + f"actions/redrive?topic=other_dlq&partition={pid}&offset={middle}",
+            jar=jar,
+        )
+        assert "was redriven already" in confirm.text
+    finally:
+        conn.close()

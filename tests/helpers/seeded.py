@@ -138,6 +138,13 @@ SIGNATURES: dict[str, dict[str, Any]] = {
         "p_now": None,
     },
     "queue_redrive": {"p_dlq_topic": "orders_dlq", "p_limit": 10, "p_now": None},
+    # the DLQ entry seed() makes (its partition id is set there)
+    "queue_redrive_one": {
+        "p_dlq_topic": "orders_dlq",
+        "p_partition_id": 1,
+        "p_offset": 1,
+        "p_now": None,
+    },
     # "audit" is subscribed without subscribers; partition 1 is k1 (3 messages)
     "queue_commit_offsets": {
         "p_group": "audit",
@@ -187,6 +194,10 @@ def seed(conn: Any) -> None:
     call(conn, "queue_ack", GROUP, json.dumps(triples[:1]), None)
     call(conn, "queue_nack", GROUP, json.dumps(triples[1:2]), HOUR_MS, "retry later", None)
     call(conn, "queue_dead_letter", GROUP, json.dumps(triples[2:]), "poison", None)
+    ((pid, offset),) = scalar_rows(
+        conn, "SELECT partition_id, msg_offset FROM queue_messages WHERE topic = 'orders_dlq'"
+    )
+    SIGNATURES["queue_redrive_one"].update(p_partition_id=pid, p_offset=offset)
 
 
 def scalar_rows(conn: Any, sql: str) -> list[tuple]:

@@ -293,6 +293,12 @@ PARAM_KINDS: dict[str, dict[str, list]] = {
         "p_limit": count_values(100_000, allow_null=False),
         "p_now": NOW_VALUES,
     },
+    "queue_redrive_one": {
+        "p_dlq_topic": IDENTIFIER_REQUIRED,
+        "p_partition_id": [("null", None, ()), ("zero", 0, ()), ("negative", -1, ())],
+        "p_offset": [("null", None, ()), ("zero", 0, ()), ("negative", -1, ())],
+        "p_now": NOW_VALUES,
+    },
     "queue_commit_offsets": {
         "p_group": IDENTIFIER_REQUIRED,
         "p_topic": IDENTIFIER_REQUIRED,

@@ -3,6 +3,7 @@ seek and redrive stay within one group."""
 
 from __future__ import annotations
 
+import pytest
 from helpers.support import Consumer, call, publish, rows, scalar, server_now
 
 
@@ -142,6 +143,52 @@ def test_redrive_sends_dlq_entries_back_to_the_failing_group_only(conn):
     # shipping skips the redriven copy and its watermark passes it
     assert b.fetch() == []
     assert b.offsets() == a.offsets()
+
+
+def test_redrive_one_sends_exactly_that_entry_once(conn):
+    _publish(conn, 4)
+    a = _consumer(conn, "billing", max_attempts=1)
+    got = a.fetch()
+    for m in got:
+        a.dead_letter([m], error=f"failed {m['id']}")
+    entries = rows(
+        conn,
+        "SELECT partition_id, msg_offset, origin_message_id FROM queue_messages"
+        " WHERE topic = 'orders_dlq' ORDER BY msg_offset",
+    )
+    assert [e["origin_message_id"] for e in entries] == ["k-1", "k-2", "k-3", "k-4"]
+    third = entries[2]
+    one = ("queue_redrive_one", "orders_dlq", third["partition_id"], third["msg_offset"], None)
+    assert call(conn, *one) == [{"redriven": 1}]
+    assert call(conn, *one) == [{"redriven": 0}]
+    assert [m["origin_message_id"] for m in a.fetch()] == ["k-3"]
+    # the bulk redrive passes it over, and sends the others once
+    assert call(conn, "queue_redrive", "orders_dlq", 2, None) == [{"redriven": 2}]
+    assert call(conn, "queue_redrive", "orders_dlq", 100, None) == [{"redriven": 1}]
+    assert call(conn, "queue_redrive", "orders_dlq", 100, None) == [{"redriven": 0}]
+    assert call(conn, *one) == [{"redriven": 0}]
+    first = entries[0]
+    assert call(
+        conn, "queue_redrive_one", "orders_dlq", first["partition_id"], first["msg_offset"], None
+    ) == [{"redriven": 0}]
+    copies = rows(
+        conn,
+        "SELECT origin_message_id FROM queue_messages WHERE topic = 'orders' AND target_group"
+        " = 'billing' ORDER BY msg_offset",
+    )
+    assert [c["origin_message_id"] for c in copies] == ["k-3", "k-1", "k-2", "k-4"]
+
+
+def test_redrive_one_of_no_entry_is_refused(conn):
+    from mysqlq import errors
+
+    _publish(conn, 1)
+    with pytest.raises(errors.InvalidArgument, match="MQ020"):
+        call(conn, "queue_redrive_one", "orders_dlq", 1, 1, None)
+    pid = scalar(conn, "SELECT partition_id FROM queue_partitions WHERE topic = 'orders'")
+    # a message of another topic is not a DLQ entry of this one
+    with pytest.raises(errors.InvalidArgument, match="MQ020"):
+        call(conn, "queue_redrive_one", "orders_dlq", pid, 1, None)
 
 
 def test_unsubscribe_lets_gc_go_on(conn):

@@ -2,12 +2,12 @@
 
 They exist only when the dashboard was started with ``--allow-actions``, and run on a
 :class:`mysqlq.Client` of their own (the read pool's sessions are read-only). The account of the
-DSN then needs what ``mysqlq grants --role admin`` gives (``queue_redrive``, ``queue_seek``).
+DSN then needs what ``mysqlq grants --role admin`` gives (``queue_redrive``,
+``queue_redrive_one``, ``queue_seek``).
 
 ``queue_redrive(dlq_topic, n)`` sends the first ``n`` entries not yet redriven, in its own
-order (DLQ partition, then offset), and remembers its place. Redriving "this entry" is therefore
-redriving every entry still waiting ahead of it in that order, and it; for the first entry in
-line that is exactly one. The confirmation page lists what will be sent.
+order (DLQ partition, then offset); ``queue_redrive_one`` sends exactly one entry. Neither sends
+an entry twice.
 """
 
 from __future__ import annotations
@@ -46,6 +46,10 @@ class Actions:
             if n < ask:
                 break
         return total
+
+    def redrive_one(self, dlq_topic: str, partition_id: int, offset: int) -> int:
+        """Redrive exactly one entry; 0 when it went back already."""
+        return self._get().redrive_one(dlq_topic, partition_id, offset)
 
     def seek(self, topic: str, group: str, to: str) -> list[dict[str, Any]]:
         """Move the group to the start (the oldest message kept) or the end of the topic."""

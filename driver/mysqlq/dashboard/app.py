@@ -347,14 +347,12 @@ class Dashboard:
         return fields
 
     async def redrive(self, request: Request) -> Response:
-        """Redrive all waiting entries, or (with partition and offset) one entry and those
-        ahead of it in queue_redrive's order, counted now."""
+        """Redrive all waiting entries, or (with partition and offset) exactly one entry."""
         fields = await self._checked_form(request)
         actions = self._actions()
         topic = fields.get("topic", "")
         if not NAME.fullmatch(topic):
             raise Problem(400, "Not a valid DLQ topic", f"{topic[:200]!r} is not a topic name.")
-        count: int | None = None
         if fields.get("partition") or fields.get("offset"):
             numbers = [fields.get("partition", ""), fields.get("offset", "")]
             if not all(NUMBER.fullmatch(n) for n in numbers):
@@ -363,8 +361,9 @@ class Dashboard:
             plan = await run_in_threadpool(self.pages.redrive_plan, topic, partition, offset)
             if plan is None:
                 raise await run_in_threadpool(self._no_entry, topic, partition, offset)
-            count = plan["count"]
-        done = 0 if count == 0 else await run_in_threadpool(actions.redrive, topic, count)
+            done = await run_in_threadpool(actions.redrive_one, topic, partition, offset)
+        else:
+            done = await run_in_threadpool(actions.redrive, topic, None)
         self.sampler.sample_now()
         log.info("redrove %d entries of %s", done, topic)
         url = self.url(request)("/dlq", topic=topic, done="redrive", count=done)

@@ -154,17 +154,10 @@ class Pages:
         if entry is None:
             return None
         entry.pop("payload", None)
-        count, ahead = (
-            (0, [])
-            if entry["redriven"]
-            else self.reader.redrive_ahead(dlq_topic, partition_id, offset)
-        )
+        # queue_redrive_one sends exactly this entry, unless it went back already
         plan["entry"] = entry
-        # those before it (the page lists 50 at most)
-        plan["ahead"] = [
-            a for a in ahead if (a["partition_id"], a["offset"]) != (partition_id, offset)
-        ][:50]
-        plan["count"] = count
+        plan["ahead"] = []
+        plan["count"] = 0 if entry["redriven"] else 1
         return plan
 
     def seek_plan(self, topic: str, group: str, to: str) -> dict[str, Any] | None:

@@ -207,15 +207,6 @@ class Reader:
         found = self.rows(sql.DLQ_ENTRY, (dlq_topic, partition_id, offset))
         return found[0] if found else None
 
-    def redrive_ahead(
-        self, dlq_topic: str, partition_id: int, offset: int, limit: int = 51
-    ) -> tuple[int, list[dict[str, Any]]]:
-        """How many entries not yet redriven ``queue_redrive`` sends up to and including
-        (partition_id, offset), and the first ``limit`` of them, in its order."""
-        args = (dlq_topic, partition_id, partition_id, offset)
-        count = int(self.rows(sql.DLQ_REDRIVE_AHEAD_COUNT, args)[0]["ahead"])
-        return count, self.rows(sql.DLQ_REDRIVE_AHEAD, (*args, limit))
-
     def next_in_line(self, dlq_topic: str) -> tuple[int, int] | None:
         """The entry ``queue_redrive`` sends next (partition, offset), if any."""
         end = 2**62

@@ -84,17 +84,21 @@ LIMIT %s
 """
 
 # DLQ entries per DLQ topic and origin: all of them, and those not yet redriven (queue_redrive
-# keeps its place per DLQ partition in queue_offsets under the group name '#redrive'). A DLQ
+# keeps its place per DLQ partition in queue_offsets under the group name '#redrive';
+# queue_redrive_one marks an entry past it with a queue_delivery_state row of that group). A DLQ
 # topic is some subscription's dlq_topic, or <topic><dlq_suffix>.
 DLQ_SUMMARY = """
 SELECT p.topic AS dlq_topic, m.origin_topic, m.origin_group,
        COUNT(*) AS entries,
-       COALESCE(SUM(CASE WHEN m.msg_offset > COALESCE(r.offset_acked, 0) THEN 1 ELSE 0 END), 0)
+       COALESCE(SUM(CASE WHEN m.msg_offset > COALESCE(r.offset_acked, 0) AND d.msg_offset IS NULL
+                    THEN 1 ELSE 0 END), 0)
          AS pending,
        MAX(m.failed_at) AS last_failed_at
 FROM queue_partitions p
 JOIN queue_messages m ON m.partition_id = p.partition_id
 LEFT JOIN queue_offsets r ON r.group_name = '#redrive' AND r.partition_id = p.partition_id
+LEFT JOIN queue_delivery_state d
+  ON d.group_name = '#redrive' AND d.partition_id = m.partition_id AND d.msg_offset = m.msg_offset
 WHERE m.origin_topic IS NOT NULL
   AND (p.topic IN (SELECT s.dlq_topic FROM queue_subscriptions s)
        OR p.topic IN (SELECT CONCAT(t.topic, t.dlq_suffix) FROM queue_topics t))
@@ -132,10 +136,13 @@ DLQ_ENTRIES = """
 SELECT m.partition_id, m.msg_offset AS `offset`, m.partition_key, m.message_id AS id,
        m.origin_topic, m.origin_group, m.origin_offset, m.origin_message_id, m.failures,
        m.last_error, m.failed_at, m.published_at, LENGTH(m.payload) AS payload_bytes,
-       CASE WHEN m.msg_offset <= COALESCE(r.offset_acked, 0) THEN 1 ELSE 0 END AS redriven
+       CASE WHEN m.msg_offset <= COALESCE(r.offset_acked, 0) OR d.msg_offset IS NOT NULL
+            THEN 1 ELSE 0 END AS redriven
 FROM queue_partitions p
 JOIN queue_messages m ON m.partition_id = p.partition_id
 LEFT JOIN queue_offsets r ON r.group_name = '#redrive' AND r.partition_id = p.partition_id
+LEFT JOIN queue_delivery_state d
+  ON d.group_name = '#redrive' AND d.partition_id = m.partition_id AND d.msg_offset = m.msg_offset
 WHERE p.topic = %s AND m.origin_topic IS NOT NULL
   AND (%s IS NULL OR m.origin_group = %s)
 ORDER BY m.failed_at DESC, m.partition_id DESC, m.msg_offset DESC
@@ -147,10 +154,13 @@ DLQ_ENTRY = """
 SELECT m.partition_id, m.msg_offset AS `offset`, m.partition_key, m.message_id AS id,
        m.payload, m.metadata, m.origin_topic, m.origin_group, m.origin_offset,
        m.origin_message_id, m.failures, m.last_error, m.failed_at, m.published_at,
-       CASE WHEN m.msg_offset <= COALESCE(r.offset_acked, 0) THEN 1 ELSE 0 END AS redriven
+       CASE WHEN m.msg_offset <= COALESCE(r.offset_acked, 0) OR d.msg_offset IS NOT NULL
+            THEN 1 ELSE 0 END AS redriven
 FROM queue_partitions p
 JOIN queue_messages m ON m.partition_id = p.partition_id
 LEFT JOIN queue_offsets r ON r.group_name = '#redrive' AND r.partition_id = p.partition_id
+LEFT JOIN queue_delivery_state d
+  ON d.group_name = '#redrive' AND d.partition_id = m.partition_id AND d.msg_offset = m.msg_offset
 WHERE p.topic = %s AND m.partition_id = %s AND m.msg_offset = %s
 """
 
@@ -162,8 +172,10 @@ SELECT m.partition_id, m.msg_offset AS `offset`, m.origin_topic, m.origin_group
 FROM queue_partitions p
 JOIN queue_messages m ON m.partition_id = p.partition_id
 LEFT JOIN queue_offsets r ON r.group_name = '#redrive' AND r.partition_id = p.partition_id
+LEFT JOIN queue_delivery_state d
+  ON d.group_name = '#redrive' AND d.partition_id = m.partition_id AND d.msg_offset = m.msg_offset
 WHERE p.topic = %s AND m.origin_topic IS NOT NULL
-  AND m.msg_offset > COALESCE(r.offset_acked, 0)
+  AND m.msg_offset > COALESCE(r.offset_acked, 0) AND d.msg_offset IS NULL
   AND (m.partition_id < %s OR (m.partition_id = %s AND m.msg_offset <= %s))
 ORDER BY m.partition_id, m.msg_offset
 LIMIT %s
@@ -175,17 +187,8 @@ SELECT COUNT(*) AS pending
 FROM queue_partitions p
 JOIN queue_messages m ON m.partition_id = p.partition_id
 LEFT JOIN queue_offsets r ON r.group_name = '#redrive' AND r.partition_id = p.partition_id
+LEFT JOIN queue_delivery_state d
+  ON d.group_name = '#redrive' AND d.partition_id = m.partition_id AND d.msg_offset = m.msg_offset
 WHERE p.topic = %s AND m.origin_topic IS NOT NULL
-  AND m.msg_offset > COALESCE(r.offset_acked, 0)
-"""
-
-# how many entries DLQ_REDRIVE_AHEAD lists. Arguments: DLQ topic, partition, partition, offset.
-DLQ_REDRIVE_AHEAD_COUNT = """
-SELECT COUNT(*) AS ahead
-FROM queue_partitions p
-JOIN queue_messages m ON m.partition_id = p.partition_id
-LEFT JOIN queue_offsets r ON r.group_name = '#redrive' AND r.partition_id = p.partition_id
-WHERE p.topic = %s AND m.origin_topic IS NOT NULL
-  AND m.msg_offset > COALESCE(r.offset_acked, 0)
-  AND (m.partition_id < %s OR (m.partition_id = %s AND m.msg_offset <= %s))
+  AND m.msg_offset > COALESCE(r.offset_acked, 0) AND d.msg_offset IS NULL
 """

@@ -68,6 +68,7 @@ ADMIN_PROCEDURES = (
     # Spark's streaming consumer group moves offsets without leases (and reads the log's tables)
     "queue_commit_offsets",
     "queue_redrive",
+    "queue_redrive_one",
     "queue_gc",
     "queue_maintenance",
 )
