@@ -26,7 +26,7 @@ from mysqlq.connection import execute_rows
 from mysqlq.errors import ConnectionLost, Error, translating
 from mysqlq.message import Message
 
-__all__ = ["HandlerTransaction", "settle_in", "transaction"]
+__all__ = ["HandlerTransaction", "session", "settle_in", "transaction"]
 
 
 class HandlerTransaction:
@@ -65,6 +65,13 @@ def settle_in(
     return row
 
 
+def session(conn: MySQLdb.connections.Connection) -> MySQLdb.connections.Connection:
+    """Prepare a connection for handler transactions: READ COMMITTED for the session, so that
+    the settle takes no gap locks and each transaction costs one statement less."""
+    execute_rows(conn, _sql.READ_COMMITTED_SESSION)
+    return conn
+
+
 @contextlib.contextmanager
 def transaction(
     connect: Callable[[], MySQLdb.connections.Connection],
@@ -72,14 +79,14 @@ def transaction(
     ack: Callable[[Message, MySQLdb.connections.Connection], None],
     message: Message,
 ) -> Iterator[HandlerTransaction]:
-    """Open a READ COMMITTED transaction on ``connect()``; on a clean exit ``ack`` the message in
-    it (unless the handler settled it there already) and commit; on an exception roll back and
-    re-raise, leaving the message unsettled. ``discard()`` drops a connection that failed."""
+    """Open a transaction on ``connect()`` (a session at READ COMMITTED, see session()); on a
+    clean exit ``ack`` the message in it (unless the handler settled it there already) and
+    commit; on an exception roll back and re-raise, leaving the message unsettled.
+    ``discard()`` drops a connection that failed."""
     if message.settled:
         raise Error(f"message {message.id!r} is already settled: it cannot join a transaction")
     conn = connect()
     try:
-        execute_rows(conn, _sql.READ_COMMITTED)
         execute_rows(conn, _sql.START_TRANSACTION)
     except Error:
         discard()

@@ -480,7 +480,7 @@ class Subscriber:
     def _tx_connection(self) -> Any:
         conn = getattr(self._tx_local, "conn", None)
         if conn is None:
-            conn = self._tx_local.conn = open_connection(self.dsn)
+            conn = self._tx_local.conn = effects.session(open_connection(self.dsn))
         return conn
 
     def _tx_discard(self) -> None:
