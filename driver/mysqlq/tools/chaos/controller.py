@@ -87,7 +87,9 @@ class Harness:
                 finally:
                     cur.close()
             except MySQLdb.OperationalError as exc:
-                if exc.args and exc.args[0] == 1317:  # interrupted by KILL QUERY: give up
+                # interrupted by KILL QUERY, or KILL of a connection that ended meanwhile
+                # (1094 unknown thread id): give up, the caller decides
+                if exc.args and exc.args[0] in (1317, 1094):
                     raise
                 self._admin = None
                 time.sleep(0.1 * (attempt + 1))
