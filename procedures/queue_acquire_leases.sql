@@ -138,11 +138,13 @@ BEGIN
             l.group_name = v_group AND l.topic = v_topic
             AND (
                 l.leased_by IS NULL
-                OR l.expires_at <= v_now AND NOT EXISTS (
-                    SELECT 1 FROM queue_subscriber_heartbeats AS h
-                    WHERE
-                        h.group_name = v_group AND h.topic = v_topic AND h.subscriber = l.leased_by
-                        AND h.expires_at > v_now
+                OR (
+                    l.expires_at <= v_now AND NOT EXISTS (
+                        SELECT 1 FROM queue_subscriber_heartbeats AS h
+                        WHERE
+                            h.group_name = v_group AND h.topic = v_topic AND h.subscriber = l.leased_by
+                            AND h.expires_at > v_now
+                    )
                 )
             );
         IF v_x IS NULL THEN

@@ -175,11 +175,9 @@ def test_join_moves_only_what_fair_share_needs(groups, partitions, size):
         g.subscribe("a-new")  # first by name
         after = g.converge([*members, "a-new"])
         moved, least = step(before, after, [*members, "a-new"])
-        # the newcomer gets floor(P/(S+1)) partitions (ceil when some of the others can spare it
-        # no more); those are the only ones that move
-        assert moved == least, (g.name, moved, least)
-        held_new = sum(1 for r in after.values() if r["leased_by"] == "a-new")
-        assert moved == held_new
+        # the newcomer gets floor(P/(S+1)) partitions, and those are the only ones that move
+        assert moved == least == partitions // (size + 1), (g.name, moved, least)
+        assert moved == sum(1 for r in after.values() if r["leased_by"] == "a-new")
 
 
 @pytest.mark.parametrize(("partitions", "size"), SHAPES, ids=SHAPE_IDS)
