@@ -55,6 +55,15 @@
 {% set FETCH_KIND_CURSOR = 0 %}
 {% set FETCH_KIND_ROW = 1 %}
 
+{#- A topic's settings before its row exists: the column defaults of queue_topics
+    (sql/queue_topics.sql), which its first publish stores. queue_subscribe reads them for a topic
+    that has no committed row, instead of creating it (tests/protocol/test_subscribe.py holds the
+    two in step).
+        TOPIC_MAX_ATTEMPTS    5
+        TOPIC_DLQ_SUFFIX      '_dlq' -#}
+{% set TOPIC_MAX_ATTEMPTS = 5 %}
+{% set TOPIC_DLQ_SUFFIX = '_dlq' %}
+
 {#- Epoch milliseconds from the injected clock, or the server clock when the caller passes NULL. -#}
 {% macro now_ms(p_now) -%}
 COALESCE({{ p_now }}, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
