@@ -62,7 +62,7 @@
 {#- Error codes. Every error a routine raises is SQLSTATE 45000 (errno 1644 in a client) with a
     message that starts with a stable code and a space ("MQ011 p_group is not subscribed ..."), so
     a client in any language can match the code; the rest of the message may be reworded.
-    docs/protocol.md lists them (tests/protocol/test_error_codes.py keeps the two in step).
+    docs/protocol.md lists them (tests/protocol/test_any_client.py keeps the two in step).
         MQ001  a topic, group or DLQ name is not 1 to 191 characters of A-Z a-z 0-9 . _ - : /
         MQ002  a subscriber name, partition key or message id is empty, too long or ends in a space
         MQ003  a duration in milliseconds is missing or out of range
@@ -106,6 +106,15 @@
 {% set E_STALE = 'MQ019' %}
 {% set E_NO_ENTRY = 'MQ020' %}
 {% set E_INTERNAL = 'MQ090' %}
+
+{#- A topic's settings before its row exists: the column defaults of queue_topics
+    (sql/queue_topics.sql), which its first publish stores. queue_subscribe reads them for a topic
+    that has no committed row, instead of creating it (tests/protocol/test_subscribe.py holds the
+    two in step).
+        TOPIC_MAX_ATTEMPTS    5
+        TOPIC_DLQ_SUFFIX      '_dlq' -#}
+{% set TOPIC_MAX_ATTEMPTS = 5 %}
+{% set TOPIC_DLQ_SUFFIX = '_dlq' %}
 
 {#- Epoch milliseconds from the injected clock, or the server clock when the caller passes NULL. -#}
 {% macro now_ms(p_now) -%}

@@ -1,6 +1,29 @@
 {% import '_macros.sql' as m %}
 -- One lease tick: heartbeat, renew held leases, release those above the fair share, take free or
--- expired ones up to it (G4, G11). Returns the partitions the subscriber holds after the tick.
+-- expired ones up to it (G4, G11, G15). Returns the partitions the subscriber holds after the tick.
+{# The live members of the group's topic, each with the partitions it holds (a lease nobody took
+    over is still its holder's, expired or not: its next tick renews it) and its place in the
+    fair share: most partitions first, then by name. The first (P mod S) places hold one more, so
+    the members that already hold the most keep the extra partitions and a rebalance moves only
+    what fair share needs (G15). #}
+{% macro ranked_members() -%}
+(
+        SELECT
+            mh.m_name,
+            mh.m_held,
+            ROW_NUMBER() OVER (ORDER BY mh.m_held DESC, mh.m_name) AS m_place
+        FROM (
+            SELECT
+                h.subscriber AS m_name,
+                COUNT(l.partition_id) AS m_held
+            FROM queue_subscriber_heartbeats AS h
+            LEFT JOIN queue_partition_leases AS l
+                ON h.group_name = l.group_name AND h.topic = l.topic AND h.subscriber = l.leased_by
+            WHERE h.group_name = v_group AND h.topic = v_topic AND h.expires_at > v_now
+            GROUP BY h.subscriber
+        ) AS mh
+    )
+{%- endmacro %}
 CREATE PROCEDURE queue_acquire_leases(
     IN p_group {{ m.name_param() }},
     IN p_topic {{ m.name_param() }},
@@ -16,8 +39,10 @@ BEGIN
     DECLARE v_topic {{ m.name_local() }};
     DECLARE v_subscriber {{ m.name_local() }};
     DECLARE v_live INT;
-    DECLARE v_rank INT;
+    DECLARE v_place INT;
     DECLARE v_total INT;
+    DECLARE v_floor INT;
+    DECLARE v_extra INT;
     DECLARE v_quota INT;
     DECLARE v_held INT;
     DECLARE v_x BIGINT;
@@ -68,53 +93,68 @@ BEGIN
         FROM JSON_TABLE(v_missing, '$[*]' COLUMNS (x_pid BIGINT PATH '$')) AS x;
     END IF;
 
-    -- fair share: live subscribers ranked by name; the first (P mod S) hold one more
-    SET v_live = (
-        SELECT COUNT(*) FROM queue_subscriber_heartbeats AS h
-        WHERE h.group_name = v_group AND h.topic = v_topic AND h.expires_at > v_now
-    );
-    SET v_rank = (
-        SELECT COUNT(*) FROM queue_subscriber_heartbeats AS h
-        WHERE
-            h.group_name = v_group AND h.topic = v_topic AND h.expires_at > v_now
-            AND h.subscriber < v_subscriber
-    );
-    SET v_total = (
-        SELECT COUNT(*) FROM queue_partition_leases AS l
-        WHERE l.group_name = v_group AND l.topic = v_topic
-    );
-    SET v_quota = FLOOR(v_total / v_live) + IF(v_rank < v_total MOD v_live, 1, 0);
-
     -- renew: a lease nobody took over is still ours, even past its expiry
     UPDATE queue_partition_leases
     SET renewed_at = v_now, expires_at = v_now + p_lease_ms
     WHERE group_name = v_group AND topic = v_topic AND leased_by = v_subscriber;
-    SET v_held = (
-        SELECT COUNT(*) FROM queue_partition_leases AS l
-        WHERE l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber
-    );
+    SELECT COUNT(*) INTO v_held
+    FROM queue_partition_leases AS l
+    WHERE l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber;
+
+    -- fair share (G11) and stickiness (G15): with P partitions and S live members, the members
+    -- in the first (P mod S) places hold ceil(P/S), the others floor(P/S)
+    SELECT COUNT(*) INTO v_total
+    FROM queue_partition_leases AS l
+    WHERE l.group_name = v_group AND l.topic = v_topic;
+    SELECT
+        COUNT(*),
+        MAX(IF(r.m_name = v_subscriber, r.m_place, NULL))
+    INTO v_live, v_place
+    FROM {{ ranked_members() }} AS r;
+    SET v_floor = FLOOR(v_total / v_live);
+    SET v_extra = v_total MOD v_live;
+    SET v_quota = v_floor + IF(v_place <= v_extra, 1, 0);
 
     -- above the share: give back the highest partitions
     WHILE v_held > v_quota DO
-        SET v_x = (
-            SELECT MAX(l.partition_id) FROM queue_partition_leases AS l
-            WHERE l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber
-        );
+        SELECT MAX(l.partition_id) INTO v_x
+        FROM queue_partition_leases AS l
+        WHERE l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber;
         UPDATE queue_partition_leases
         SET leased_by = NULL, lease_epoch = lease_epoch + 1, expires_at = 0, renewed_at = v_now
         WHERE group_name = v_group AND partition_id = v_x;
         SET v_held = v_held - 1;
     END WHILE;
 
-    -- below the share: take free or expired leases, lowest partitions first
-    SET v_x = -1;
+    -- below the share: take, lowest partitions first, a free lease or an expired one whose holder
+    -- is no longer live; only then an expired lease of a live member that holds more than its own
+    -- share (it would give that one back on its next tick): a member that is late renewing what is
+    -- within its share keeps it
     take_loop: WHILE v_held < v_quota DO
-        SET v_x = (
-            SELECT MIN(l.partition_id) FROM queue_partition_leases AS l
+        SET v_x = NULL;
+        SELECT MIN(l.partition_id) INTO v_x
+        FROM queue_partition_leases AS l
+        WHERE
+            l.group_name = v_group AND l.topic = v_topic
+            AND (
+                l.leased_by IS NULL
+                OR (
+                    l.expires_at <= v_now AND NOT EXISTS (
+                        SELECT 1 FROM queue_subscriber_heartbeats AS h
+                        WHERE
+                            h.group_name = v_group AND h.topic = v_topic AND h.subscriber = l.leased_by
+                            AND h.expires_at > v_now
+                    )
+                )
+            );
+        IF v_x IS NULL THEN
+            SELECT MIN(l.partition_id) INTO v_x
+            FROM queue_partition_leases AS l
+            INNER JOIN {{ ranked_members() }} AS r ON l.leased_by = r.m_name
             WHERE
-                l.group_name = v_group AND l.topic = v_topic AND l.partition_id > v_x
-                AND (l.leased_by IS NULL OR l.expires_at <= v_now)
-        );
+                l.group_name = v_group AND l.topic = v_topic AND l.expires_at <= v_now
+                AND r.m_held > v_floor + IF(r.m_place <= v_extra, 1, 0);
+        END IF;
         IF v_x IS NULL THEN
             LEAVE take_loop;
         END IF;
@@ -125,7 +165,10 @@ BEGIN
         WHERE
             group_name = v_group AND partition_id = v_x
             AND (leased_by IS NULL OR expires_at <= v_now);
-        SET v_held = v_held + ROW_COUNT();
+        IF ROW_COUNT() = 0 THEN
+            LEAVE take_loop;
+        END IF;
+        SET v_held = v_held + 1;
     END WHILE;
     COMMIT;
 

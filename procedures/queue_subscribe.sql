@@ -1,6 +1,6 @@
 {% import '_macros.sql' as m %}
 -- Subscribes a group to a topic (the group's max attempts and DLQ topic) and, given a subscriber
--- name, records its heartbeat. Returns the subscription row. Idempotent.
+-- name, records its heartbeat. Returns the subscription row. Idempotent; never waits on a publisher.
 CREATE PROCEDURE queue_subscribe(
     IN p_group {{ m.name_param() }},
     IN p_topic {{ m.name_param() }},
@@ -16,6 +16,7 @@ BEGIN
     DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};
     DECLARE v_dlq {{ m.text('TEXT') }};
     DECLARE v_max_attempts INT;
+    DECLARE v_known INT;
     {{ m.own_transaction_handler() }};
 
     {{ m.check_identifier('p_group') }};
@@ -33,14 +34,24 @@ BEGIN
     {{ m.check_ms('p_lease_ms', low=1) }};
     {{ m.check_now() }};
 
+    -- READ COMMITTED: the topic's settings are a plain read of what has committed, whatever the
+    -- session's isolation level (a SERIALIZABLE transaction would lock what it reads)
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    INSERT IGNORE INTO queue_topics (topic, created_at) VALUES (p_topic, v_now);
+    -- the topic's committed settings, or the defaults its first publish stores. Nothing is written
+    -- to queue_topics: a publisher whose transaction creates the topic holds its row until it
+    -- commits or rolls back, and an insert of that key (even INSERT IGNORE) would wait for it
     SELECT
-        COALESCE(p_dlq_topic, CONCAT(t.topic, t.dlq_suffix)),
-        COALESCE(p_max_attempts, t.max_attempts)
-    INTO v_dlq, v_max_attempts
+        COALESCE(p_dlq_topic, CONCAT(p_topic, COALESCE(MAX(t.dlq_suffix), '{{ m.TOPIC_DLQ_SUFFIX }}'))),
+        COALESCE(p_max_attempts, MAX(t.max_attempts), {{ m.TOPIC_MAX_ATTEMPTS }}),
+        COUNT(*)
+    INTO v_dlq, v_max_attempts, v_known
     FROM queue_topics AS t
     WHERE t.topic = p_topic;
+    IF v_known = 0 THEN
+        -- a mistyped topic would wait for messages forever
+        {{ m.check_strict_topic('p_topic') }};
+    END IF;
     IF CHAR_LENGTH(v_dlq) > 191 THEN
         {{ m.fail(m.E_DLQ, 'p_topic is too long for its DLQ topic name: pass p_dlq_topic') }};
     END IF;

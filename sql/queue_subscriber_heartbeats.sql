@@ -1,5 +1,6 @@
 -- Live subscribers per group and topic, for fair share: a subscriber is live until expires_at.
--- Its rank by name among the live ones decides whether it holds floor or ceil of P/S (G11).
+-- Its place among the live ones (most partitions held first, then by name) decides whether it holds
+-- floor or ceil of P/S (G11, G15).
 CREATE TABLE IF NOT EXISTS queue_subscriber_heartbeats (
     group_name VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,

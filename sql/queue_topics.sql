@@ -1,5 +1,6 @@
 -- Per-topic settings: default partition count for unkeyed messages, attempts, DLQ, retention.
--- A topic row is created with defaults on first publish or subscribe; queue_topic_configure changes it.
+-- A topic row is created with defaults on first publish (queue_subscribe takes the same defaults
+-- while there is none); queue_topic_configure creates or changes it.
 CREATE TABLE IF NOT EXISTS queue_topics (
     topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     partitions INT NOT NULL DEFAULT 16,

@@ -725,8 +725,10 @@ BEGIN
     DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_subscriber VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_live INT;
-    DECLARE v_rank INT;
+    DECLARE v_place INT;
     DECLARE v_total INT;
+    DECLARE v_floor INT;
+    DECLARE v_extra INT;
     DECLARE v_quota INT;
     DECLARE v_held INT;
     DECLARE v_x BIGINT;
@@ -787,49 +789,90 @@ BEGIN
         FROM JSON_TABLE(v_missing, '$[*]' COLUMNS (x_pid BIGINT PATH '$')) AS x;
     END IF;
 
-    SET v_live = (
-        SELECT COUNT(*) FROM queue_subscriber_heartbeats AS h
-        WHERE h.group_name = v_group AND h.topic = v_topic AND h.expires_at > v_now
-    );
-    SET v_rank = (
-        SELECT COUNT(*) FROM queue_subscriber_heartbeats AS h
-        WHERE
-            h.group_name = v_group AND h.topic = v_topic AND h.expires_at > v_now
-            AND h.subscriber < v_subscriber
-    );
-    SET v_total = (
-        SELECT COUNT(*) FROM queue_partition_leases AS l
-        WHERE l.group_name = v_group AND l.topic = v_topic
-    );
-    SET v_quota = FLOOR(v_total / v_live) + IF(v_rank < v_total MOD v_live, 1, 0);
-
     UPDATE queue_partition_leases
     SET renewed_at = v_now, expires_at = v_now + p_lease_ms
     WHERE group_name = v_group AND topic = v_topic AND leased_by = v_subscriber;
-    SET v_held = (
-        SELECT COUNT(*) FROM queue_partition_leases AS l
-        WHERE l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber
-    );
+    SELECT COUNT(*) INTO v_held
+    FROM queue_partition_leases AS l
+    WHERE l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber;
+
+    SELECT COUNT(*) INTO v_total
+    FROM queue_partition_leases AS l
+    WHERE l.group_name = v_group AND l.topic = v_topic;
+    SELECT
+        COUNT(*),
+        MAX(IF(r.m_name = v_subscriber, r.m_place, NULL))
+    INTO v_live, v_place
+    FROM (
+        SELECT
+            mh.m_name,
+            mh.m_held,
+            ROW_NUMBER() OVER (ORDER BY mh.m_held DESC, mh.m_name) AS m_place
+        FROM (
+            SELECT
+                h.subscriber AS m_name,
+                COUNT(l.partition_id) AS m_held
+            FROM queue_subscriber_heartbeats AS h
+            LEFT JOIN queue_partition_leases AS l
+                ON h.group_name = l.group_name AND h.topic = l.topic AND h.subscriber = l.leased_by
+            WHERE h.group_name = v_group AND h.topic = v_topic AND h.expires_at > v_now
+            GROUP BY h.subscriber
+        ) AS mh
+    ) AS r;
+    SET v_floor = FLOOR(v_total / v_live);
+    SET v_extra = v_total MOD v_live;
+    SET v_quota = v_floor + IF(v_place <= v_extra, 1, 0);
 
     WHILE v_held > v_quota DO
-        SET v_x = (
-            SELECT MAX(l.partition_id) FROM queue_partition_leases AS l
-            WHERE l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber
-        );
+        SELECT MAX(l.partition_id) INTO v_x
+        FROM queue_partition_leases AS l
+        WHERE l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber;
         UPDATE queue_partition_leases
         SET leased_by = NULL, lease_epoch = lease_epoch + 1, expires_at = 0, renewed_at = v_now
         WHERE group_name = v_group AND partition_id = v_x;
         SET v_held = v_held - 1;
     END WHILE;
 
-    SET v_x = -1;
     take_loop: WHILE v_held < v_quota DO
-        SET v_x = (
-            SELECT MIN(l.partition_id) FROM queue_partition_leases AS l
+        SET v_x = NULL;
+        SELECT MIN(l.partition_id) INTO v_x
+        FROM queue_partition_leases AS l
+        WHERE
+            l.group_name = v_group AND l.topic = v_topic
+            AND (
+                l.leased_by IS NULL
+                OR (
+                    l.expires_at <= v_now AND NOT EXISTS (
+                        SELECT 1 FROM queue_subscriber_heartbeats AS h
+                        WHERE
+                            h.group_name = v_group AND h.topic = v_topic AND h.subscriber = l.leased_by
+                            AND h.expires_at > v_now
+                    )
+                )
+            );
+        IF v_x IS NULL THEN
+            SELECT MIN(l.partition_id) INTO v_x
+            FROM queue_partition_leases AS l
+            INNER JOIN (
+        SELECT
+            mh.m_name,
+            mh.m_held,
+            ROW_NUMBER() OVER (ORDER BY mh.m_held DESC, mh.m_name) AS m_place
+        FROM (
+            SELECT
+                h.subscriber AS m_name,
+                COUNT(l.partition_id) AS m_held
+            FROM queue_subscriber_heartbeats AS h
+            LEFT JOIN queue_partition_leases AS l
+                ON h.group_name = l.group_name AND h.topic = l.topic AND h.subscriber = l.leased_by
+            WHERE h.group_name = v_group AND h.topic = v_topic AND h.expires_at > v_now
+            GROUP BY h.subscriber
+        ) AS mh
+    ) AS r ON l.leased_by = r.m_name
             WHERE
-                l.group_name = v_group AND l.topic = v_topic AND l.partition_id > v_x
-                AND (l.leased_by IS NULL OR l.expires_at <= v_now)
-        );
+                l.group_name = v_group AND l.topic = v_topic AND l.expires_at <= v_now
+                AND r.m_held > v_floor + IF(r.m_place <= v_extra, 1, 0);
+        END IF;
         IF v_x IS NULL THEN
             LEAVE take_loop;
         END IF;
@@ -840,7 +883,10 @@ BEGIN
         WHERE
             group_name = v_group AND partition_id = v_x
             AND (leased_by IS NULL OR expires_at <= v_now);
-        SET v_held = v_held + ROW_COUNT();
+        IF ROW_COUNT() = 0 THEN
+            LEAVE take_loop;
+        END IF;
+        SET v_held = v_held + 1;
     END WHILE;
     COMMIT;
 
@@ -2769,6 +2815,7 @@ BEGIN
     DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
     DECLARE v_dlq TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_max_attempts INT;
+    DECLARE v_known INT;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
         ROLLBACK;
@@ -2805,14 +2852,20 @@ BEGIN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
 
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    INSERT IGNORE INTO queue_topics (topic, created_at) VALUES (p_topic, v_now);
     SELECT
-        COALESCE(p_dlq_topic, CONCAT(t.topic, t.dlq_suffix)),
-        COALESCE(p_max_attempts, t.max_attempts)
-    INTO v_dlq, v_max_attempts
+        COALESCE(p_dlq_topic, CONCAT(p_topic, COALESCE(MAX(t.dlq_suffix), '_dlq'))),
+        COALESCE(p_max_attempts, MAX(t.max_attempts), 5),
+        COUNT(*)
+    INTO v_dlq, v_max_attempts, v_known
     FROM queue_topics AS t
     WHERE t.topic = p_topic;
+    IF v_known = 0 THEN
+        IF @mysqlq_strict_topics = 1 THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ018 p_topic is not a configured topic and @mysqlq_strict_topics is 1: create it with queue_topic_configure';
+        END IF;
+    END IF;
     IF CHAR_LENGTH(v_dlq) > 191 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ013 p_topic is too long for its DLQ topic name: pass p_dlq_topic';
     END IF;

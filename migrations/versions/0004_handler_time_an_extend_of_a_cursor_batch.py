@@ -13,7 +13,7 @@ revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "19650b8968926784b5dca192c8635b4b0e7b65ff4cbe22059d05376472a41014"
+snapshot_sha256 = "7d772a7558f731c0ece28748227704acebb10f0a6e5d1ed80a425b62a482a216"
 
 
 def upgrade() -> None:

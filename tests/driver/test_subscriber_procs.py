@@ -251,7 +251,8 @@ def test_graceful_stop_hands_leases_and_buffered_messages_over_at_once(h):
 def test_sigstop_past_the_lease_starts_no_buffered_message_after_sigcont(h):
     n = 20
     ids = publish_many(h, ["k"], n)
-    # names: with both live "A" ranks first and gets the one partition (fair share by name)
+    # A holds the one partition before B joins, so it keeps it (the member holding more keeps
+    # the extra partition of fair share, G15)
     opts = {"lease": 2, "batch_size": 5, "concurrency": 1, "sleep": 0.5, "visibility": 8}
     a = h.spawn("A", **opts)
     h.wait(lambda: h.holdings() == {"A": 1}, timeout=15, what="A to hold the partition")
@@ -407,3 +408,70 @@ def test_graceful_stop_releases_what_a_fetch_in_flight_returns(h):
     assert [(e["worker"], e["attempt"]) for e in starts] == [("B", 1)] * 3, (
         f"messages fetched while A stopped were charged an attempt: {starts}; A: {a.stats()}"
     )
+
+
+# 11 -------------------------------------------------------------------------------------------
+
+
+def _leases(h: Harness) -> dict[int, tuple[str | None, int]]:
+    """Every lease row of g1: holder (expired or not) and epoch."""
+    return {
+        int(r["partition_id"]): (r["leased_by"], int(r["lease_epoch"]))
+        for r in h.sql(
+            "SELECT partition_id, leased_by, lease_epoch FROM queue_partition_leases "
+            "WHERE group_name = 'g1'"
+        )
+    }
+
+
+def _settled(h: Harness, members: list[str], partitions: int) -> dict[int, tuple[str | None, int]]:
+    """Wait for a converged fair share among ``members`` (each live lease with one of them,
+    floor or ceil of P/S each) that two more lease ticks of every member leave as it is."""
+    floor, extra = divmod(partitions, len(members))
+    fair = sorted([floor + 1] * extra + [floor] * (len(members) - extra))
+
+    def converged() -> dict | None:
+        held = h.holdings()
+        if set(held) - set(members) or sorted(held.get(m, 0) for m in members) != fair:
+            return None
+        before = _leases(h)
+        h.wait_ticks(members, rounds=2)
+        return before if _leases(h) == before and h.holdings() == held else None
+
+    return h.wait(converged, timeout=60, what=f"a stable fair share among {members}")
+
+
+def test_sigstop_past_the_lease_then_sigcont_moves_only_what_fair_share_needs(h):
+    """G15 with real processes: A, B and C share 7 partitions; A is stopped past its lease, B and
+    C take its partitions; A continues and gets its share back. Each step moves the fewest
+    partitions a fair share allows: A's own when it is away, then 2 (the one of B and C holding 4
+    keeps 3, the other keeps 2), where ranking by name alone would give A the extra partition
+    and move 3. A partition that stays with its holder is never handed over meanwhile."""
+    keys = [f"k{i}" for i in range(7)]
+    publish_many(h, keys, 1)
+    members = ["A", "B", "C"]
+    workers = {n: h.spawn(n, lease=3) for n in members}
+    h.wait(lambda: h.acked() == 7, timeout=30, what="every message acked")
+    s0 = _settled(h, members, 7)
+    away = {pid for pid, (holder, _) in s0.items() if holder == "A"}
+
+    workers["A"].signal(signal.SIGSTOP)
+    try:
+        s1 = _settled(h, ["B", "C"], 7)
+    finally:
+        workers["A"].signal(signal.SIGCONT)
+    s2 = _settled(h, members, 7)
+
+    def moved(a: dict, b: dict) -> set[int]:
+        return {pid for pid in a if a[pid][0] != b[pid][0]}
+
+    def kept_epochs(a: dict, b: dict) -> None:
+        for pid in set(a) - moved(a, b):
+            assert a[pid][1] == b[pid][1], f"partition {pid} was handed over and back"
+
+    assert moved(s0, s1) == away, (s0, s1)
+    kept_epochs(s0, s1)
+    assert len(moved(s1, s2)) == 2, (s1, s2)
+    assert {s2[pid][0] for pid in moved(s1, s2)} == {"A"}
+    kept_epochs(s1, s2)
+    assert all(w.alive() for w in workers.values())

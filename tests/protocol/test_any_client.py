@@ -178,8 +178,13 @@ def test_strict_topics_refuse_a_topic_that_was_never_configured(conn):
         with pytest.raises(errors.InvalidArgument) as info:
             call(conn, proc, *args)
         assert info.value.code == "MQ018", info.value
+    # a subscriber of a mistyped topic would wait forever: refused too
+    with pytest.raises(errors.InvalidArgument) as info:
+        call(conn, "queue_subscribe", "g", "orderz", "s", None, None, None, None)
+    assert info.value.code == "MQ018", info.value
     assert scalar(conn, "SELECT COUNT(*) FROM queue_topics") == 0
     assert scalar(conn, "SELECT COUNT(*) FROM queue_partitions") == 0
+    assert scalar(conn, "SELECT COUNT(*) FROM queue_subscriptions") == 0
     call(conn, "queue_topic_configure", "orders", None, None, None, None)
     assert call(conn, "queue_publish", "orders", "k", "m", b"x", None, 0)[0]["offset"] == 1
     # dead letters still create their DLQ topic

@@ -25,7 +25,8 @@ the rest against the guarantees. After every step the database is compared with 
       passed;
 * G10 after ``max_attempts`` deliveries or an explicit dead-letter the message is in the group's
       DLQ with its provenance and the original payload;
-* G11 after a tick a subscriber holds its fair share (exact set: kept lowest, taken lowest);
+* G11 after a tick a subscriber holds its fair share (exact set: kept lowest, taken lowest), the
+      ceil(P/S) places going to the members that hold the most (G15);
 * G12 nothing is delivered before its ``deliver_at``.
 
 At the end of every example all groups drain: every committed message is acked or
@@ -346,23 +347,49 @@ class ProtocolMachine(RuleBasedStateMachine):
         for pid in pids:
             self.m.leases.setdefault((g, pid), Lease())
         live = sorted(s for (gg, s), exp in self.m.heartbeats.items() if gg == g and exp > now)
-        n, rank = len(live), live.index(sub)
-        share = len(pids) // n + (1 if rank < len(pids) % n else 0)  # G11
-        mine = [p for p in pids if self.m.leases[(g, p)].holder == sub]
-        free = [
-            p
-            for p in pids
-            if self.m.leases[(g, p)].holder != sub
-            and (self.m.leases[(g, p)].holder is None or self.m.leases[(g, p)].expires <= now)
-        ]
-        if len(mine) > share:
-            keep, give = mine[:share], mine[share:]
-        else:
-            keep, give = mine + free[: share - len(mine)], []
-        for p in give:
-            self.m.leases[(g, p)] = Lease(None, self.m.leases[(g, p)].expires)
-        for p in keep:
-            self.m.leases[(g, p)] = Lease(sub, now + LEASE_MS)
+        leases = {p: self.m.leases[(g, p)] for p in pids}
+
+        def shares() -> dict[str, int]:
+            # G11, G15: the ceil(P/S) places go to the members holding the most (expired or
+            # not), then by name
+            held = {s: sum(1 for lease in leases.values() if lease.holder == s) for s in live}
+            places = sorted(live, key=lambda s: (-held[s], s))
+            n = len(live)
+            return {
+                s: len(pids) // n + (1 if i < len(pids) % n else 0) for i, s in enumerate(places)
+            }
+
+        share = shares()[sub]
+        mine = [p for p in pids if leases[p].holder == sub]
+        for p in mine:
+            leases[p].expires = now + LEASE_MS
+        for p in mine[share:]:  # above the share: the highest go
+            self.m.leases[(g, p)] = leases[p] = Lease(None, leases[p].expires)
+        taken = len(mine[:share])
+        while taken < share:
+            # free, or expired with a holder no longer live; then expired with a live holder
+            # above its own share
+            free = [
+                p
+                for p in pids
+                if leases[p].holder is None
+                or (leases[p].expires <= now and leases[p].holder not in live)
+            ]
+            if not free:
+                over = shares()
+                free = [
+                    p
+                    for p in pids
+                    if leases[p].holder in live
+                    and leases[p].expires <= now
+                    and sum(1 for lease in leases.values() if lease.holder == leases[p].holder)
+                    > over[leases[p].holder]
+                ]
+            if not free:
+                break
+            self.m.leases[(g, free[0])] = leases[free[0]] = Lease(sub, now + LEASE_MS)
+            taken += 1
+        keep = [p for p in pids if leases[p].holder == sub]
         with self.others_unchanged(g):
             held = call(self.conn, "queue_acquire_leases", g, self.topic, sub, LEASE_MS, now)
         assert sorted(r["partition_id"] for r in held) == sorted(keep), (
