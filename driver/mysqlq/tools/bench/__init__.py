@@ -259,7 +259,7 @@ def _run_entry(
                 entry["size"],
                 sample,
                 lambda done: progress.update(task, completed=done),
-                effects=system,
+                writes=system,
             )
         elif system == "mysqlq":
             measured = workloads.mysqlq_consume(

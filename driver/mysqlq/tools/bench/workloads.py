@@ -236,21 +236,21 @@ def mysqlq_consume(
     sample: Callable[[], Any],
     progress: Callable[[int], None],
     timeout: float = 600,
-    effects: str | None = None,
+    writes: str | None = None,
 ) -> dict[str, Any]:
-    """Drain ``messages`` pre-published messages with ``subscribers`` processes (``effects``:
-    handlers that write one row per message, see _effects_handler)."""
-    topic = f"drain-{subscribers}-{effects or ''}-{int(time.time() * 1000) % 100000}"
+    """Drain ``messages`` pre-published messages with ``subscribers`` processes (with
+    handlers that write one row per message: ``writes`` is "ack" or "tx", see bench.effects)."""
+    topic = f"drain-{subscribers}-{writes or ''}-{int(time.time() * 1000) % 100000}"
     group = "bench"
     client = mysqlq.connect(dsn)
     client.subscribe(group, topic)
     watcher = connection.connect(dsn)
-    if effects:
+    if writes:
         execute_rows(watcher, effects.TABLE)
     prepublish(dsn, topic, messages, lambda n: None)
     stop = _ctx.Event()
     done = _ctx.Queue()
-    options = {"batch_size": batch_size, "effects": effects}
+    options = {"batch_size": batch_size, "effects": writes}
     procs = [
         _ctx.Process(
             target=_subscriber_main,
