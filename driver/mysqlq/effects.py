@@ -72,6 +72,26 @@ def session(conn: MySQLdb.connections.Connection) -> MySQLdb.connections.Connect
     return conn
 
 
+def _begin(
+    connect: Callable[[], MySQLdb.connections.Connection], discard: Callable[[], None]
+) -> MySQLdb.connections.Connection:
+    """START TRANSACTION on the handler thread's connection; one that died while idle (a server
+    restart, a KILL) is replaced once, since nothing was done on it yet."""
+    for fresh in (False, True):
+        conn = connect()
+        try:
+            execute_rows(conn, _sql.START_TRANSACTION)
+            return conn
+        except ConnectionLost:
+            discard()
+            if fresh:
+                raise
+        except Error:
+            discard()
+            raise
+    raise AssertionError("unreachable")
+
+
 @contextlib.contextmanager
 def transaction(
     connect: Callable[[], MySQLdb.connections.Connection],
@@ -85,12 +105,7 @@ def transaction(
     ``discard()`` drops a connection that failed."""
     if message.settled:
         raise Error(f"message {message.id!r} is already settled: it cannot join a transaction")
-    conn = connect()
-    try:
-        execute_rows(conn, _sql.START_TRANSACTION)
-    except Error:
-        discard()
-        raise
+    conn = _begin(connect, discard)
     tx = HandlerTransaction(conn)
     try:
         yield tx

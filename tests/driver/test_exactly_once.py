@@ -140,3 +140,33 @@ def test_a_given_up_handlers_late_transaction_is_stale_and_rolls_back(env):
         sub.stop()
     assert outcomes == ["committed 2", "stale 1"]
     assert effects(conn) == ["m#2"]
+
+
+def test_a_transaction_connection_that_died_idle_is_replaced(env, db):
+    """The handler thread's connection is killed between two messages: the next transaction
+    opens on a new one instead of failing its message."""
+    dsn, conn, client = env
+    client.publish("orders", b"x", key="k", id="first")
+    seen: list[tuple[str, int]] = []
+    ids: list[int] = []
+
+    def handle(msg: mysqlq.Message) -> None:
+        with msg.transaction() as tx:
+            ids.append(int(tx.execute("SELECT CONNECTION_ID() AS id")[0]["id"]))
+            tx.execute("INSERT INTO effects (msg_id) VALUES (%s)", (msg.id,))
+        seen.append((msg.id, msg.attempt))
+
+    sub = run(dsn, handle, concurrency=1).start()
+    try:
+        wait_until(lambda: acked(conn) == 1, what="the first message acked")
+        killer = db.connect()
+        cur = killer.cursor()
+        cur.execute(f"KILL {ids[0]}")
+        cur.close()
+        client.publish("orders", b"x", key="k", id="second")
+        wait_until(lambda: acked(conn) == 2, what="the second message acked")
+    finally:
+        sub.stop()
+    assert seen == [("first", 1), ("second", 1)]
+    assert effects(conn) == ["first", "second"]
+    assert ids[1] != ids[0]
