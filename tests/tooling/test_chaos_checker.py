@@ -290,6 +290,29 @@ def test_strict_order_skips_a_late_start_only_of_a_frozen_worker() -> None:
     assert s["order_violations"] == 1 and s["late_starts"] == 0, s
 
 
+def test_a_late_start_in_order_of_a_frozen_worker_moves_its_partition_on() -> None:
+    """Found by a ci run: a strict subscriber's two handler threads ran a slow and a hung message
+    while the server restarted; the messages buffered behind them started late, in order, after
+    the give-up. The next offsets follow them: no skip. A skip stays a violation, late or not."""
+    a, b, c = normal(3)
+
+    def frozen_late(second: str) -> dict[str, Any]:
+        w = World()
+        w.publish(a, b, c)
+        w.run("strict", a, 1, "w1")
+        fetched = w.clock
+        w.event("restart", "crash", fetched + 100)
+        w.event("restarted", "back", fetched + 500)
+        w.run("strict", second, 1, "w1", at=fetched + VIS_MS + 200, fetched=fetched)  # late
+        w.run("strict", c, 1, "w1")
+        return w.check()
+
+    s = frozen_late(b)  # in order
+    assert s["order_violations"] == 0 and s["late_starts"] == 0, s
+    s = frozen_late(c)  # skips b
+    assert s["order_violations"] == 1 and s["late_starts"] == 0, s
+
+
 def test_a_late_start_of_a_message_kept_alive_is_checked_and_in_order() -> None:
     """Buffered behind a slow handler, kept invisible by keepalives: it starts after its
     fetch-time deadline, in order, and the checker holds it to the order."""
