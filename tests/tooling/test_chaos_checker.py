@@ -430,7 +430,15 @@ def test_effects_are_checked_only_where_the_group_ran() -> None:
 
 
 @pytest.mark.parametrize(
-    "fault", [None, "its connection killed", "another connection killed", "id reused", "restart"]
+    "fault",
+    [
+        None,
+        "its connection killed",
+        "killed, recorded after the failure",
+        "another connection killed",
+        "id reused",
+        "restart",
+    ],
 )
 def test_a_rerun_after_a_failed_transaction_needs_a_fault_on_its_connection(
     fault: str | None,
@@ -454,11 +462,13 @@ def test_a_rerun_after_a_failed_transaction_needs_a_fault_on_its_connection(
         w.event("restarted", "back", w.clock + 3000)
         w.clock += 3000
     w.tx(plain, 1, "e1", "lost_connection", conn=(7, since))
+    if fault == "killed, recorded after the failure":  # the KILL's event is written after it
+        w.event("conn_kill", "connection 7", w.clock + 50)
     w.tx(plain, 2, "e1")
     s = w.check()
     assert s["tx_conn_lost"] == 1 and s["duplicates"] == 1
     assert s["duplicate_bound"] == 10 + 1  # one rerun per failed transaction
-    explained = fault in ("its connection killed", "restart")
+    explained = fault in ("its connection killed", "killed, recorded after the failure", "restart")
     assert s["unexplained_redeliveries"] == (0 if explained else 1), s
     assert passed(s) == explained
 

@@ -32,6 +32,9 @@ from mysqlq.tools.chaos import (
 FROZEN_GRACE_MS = 5_000
 # a hung run is given up MAX_HANDLER_S after its start; its record may lag the start a little
 GIVE_UP_SLACK_MS = 1_000
+# a KILLed connection's event is recorded after the KILL returned: a transaction that failed on it
+# may record its failure first (seen on MySQL: 9 ms before)
+KILL_SLACK_MS = 5_000
 # modes whose handler nacks (raises, or is given up): their retries may follow later offsets (G7)
 NACKED = ("poison", "hang", "hang_last")
 # modes that must end in every group's DLQ
@@ -127,7 +130,7 @@ class Faults:
         With no connection (a new one that failed to open), whether the server crashed before."""
         lo = -math.inf if since is None else since
         killed = self.conn_killed.get(conn_id, []) if conn_id is not None else []
-        return any(lo <= t <= at for t in killed) or any(
+        return any(lo <= t <= at + KILL_SLACK_MS for t in killed) or any(
             lo <= down <= at for down, _ in self.restarts
         )
 
