@@ -66,9 +66,10 @@ publishing stops, the groups drain, the subscribers stop, and the checker proves
   without going back or skipping (G6). Retries of the nacked modes (``poison``, ``hang``,
   ``hang_last``) are not checked: a nack does not hold the partition back (G7). A start recorded
   after its delivery's fetch-time deadline by a worker that was frozen meanwhile (the stalled
-  one, or every worker across the server restart) is outside G6 and reported as ``late``;
-  every other start is checked, late or not (a message kept alive behind a slow handler starts
-  after its fetch-time deadline, in order);
+  one, or every worker across the server restart) may have been overtaken by a redelivery: its
+  step back is outside G6 and reported as ``late``. A skip is never excused, and every start,
+  late or not, moves its partition on (a message kept alive behind a slow handler starts after
+  its fetch-time deadline, in order);
 * **duplicates** (extra handler runs of ``normal``, ``slow``, ``hang`` and ``explicit``
   messages) are at most what was in flight at each kill, stall, server restart (partitions held
   x batch size, read from the lease table at that moment), plus one per ``hang`` message and
@@ -78,8 +79,8 @@ publishing stops, the groups drain, the subscribers stop, and the checker proves
   than one: ``effects_duplicates``), and ``poison``, ``hang_last`` and ``explicit`` messages, and
   ids not in the log, have none (``effects_unexpected``); a given-up run (``hang`` at attempt 1,
   ``hang_last`` at its last) never commits (``effects_late_commits``). A rerun after a
-  transaction that lost its connection is explained when that connection was killed or the
-  server restarted.
+  transaction that lost its connection is explained when that connection was KILLed while in
+  use, or the server crashed meanwhile.
 
 It prints one summary line and exits 0 when every check holds. ``--config ci`` is the short run
 (well under 3 minutes); ``--config long`` is the one for the report.
