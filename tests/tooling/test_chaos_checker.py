@@ -487,3 +487,27 @@ def test_a_stale_rollback_of_a_live_holder_is_an_unexplained_rerun() -> None:
     w.event("sigcont", "e1", w.clock + 5000)
     s = w.check()
     assert s["unexplained_redeliveries"] == 0 and passed(s), s
+
+
+@pytest.mark.parametrize("killed", [True, False])
+def test_a_poison_last_attempt_cut_off_is_dead_lettered_with_the_connection_error(
+    killed: bool,
+) -> None:
+    """Found by a ci run: a poison message's last attempt began just after the server crash, on
+    the handler thread's connection that had died idle, so its transaction failed at BEGIN and
+    the subscriber nacked it at the last attempt with that error. Accepted only when that
+    connection was KILLed or the server crashed meanwhile."""
+    poison = an_id("poison")
+    error = "ConnectionLost: (2013) Lost connection to server during query"
+    w = World(groups=("effects",))
+    w.publish(poison)
+    since = w.clock
+    for attempt in range(1, MAX_ATTEMPTS):
+        w.tx(poison, attempt, outcome="raised", conn=(7, since))
+    if killed:
+        w.event("conn_kill", "connection 7", w.clock + 5)
+    w.tx(poison, MAX_ATTEMPTS, outcome="lost_connection", conn=(7, since))
+    w.dead_letter("effects", poison, MAX_ATTEMPTS, error)
+    s = w.check()
+    assert (s["dlq_tx_lost"], s["wrongly_dead_lettered"]) == ((1, 0) if killed else (0, 1)), s
+    assert passed(s) == killed

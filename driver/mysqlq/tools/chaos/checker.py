@@ -213,6 +213,31 @@ def check(query: Any, tally: Tally) -> dict[str, Any]:
     for run in runs:
         by_message[(run.group, run.msg_id)].append(run)
 
+    # how each effects transaction ended, by run: (outcome, connection id, in use since, at)
+    settles: dict[str, tuple[str, int | None, int | None, int]] = {}
+    effect_rows: list[tuple[str, int]] = []
+    if EFFECTS_GROUP in groups:
+        for run_id, outcome, conn_id, since, at in query(
+            f"SELECT run_id, outcome, conn_id, conn_since, at_ms FROM `{r}`.effects_settled"
+        ):
+            settles[run_id] = (
+                outcome,
+                None if conn_id is None else int(conn_id),
+                None if since is None else int(since),
+                int(at),
+            )
+        effect_rows = [
+            (msg_id, int(attempt))
+            for msg_id, attempt in query(f"SELECT msg_id, attempt FROM `{q}`.{EFFECTS_TABLE}")
+        ]
+    settled_as = collections.Counter(outcome for outcome, *_ in settles.values())
+
+    def tx_cut_off(run: Run) -> bool:
+        """An effects transaction that failed because its connection was KILLed or the server
+        restarted: its message was nacked (or comes back after its visibility)."""
+        outcome, conn_id, since, at = settles.get(run.run_id, ("", None, None, 0))
+        return outcome in TX_FAILED and faults.cut_off(conn_id, since, at)
+
     # G5: every committed message done in every group, and handled or dead-lettered there
     lost = 0
     for group in groups:
@@ -259,6 +284,19 @@ def check(query: Any, tally: Tally) -> dict[str, Any]:
         ):
             # its handler failed on every attempt it ran, and a fault took the last one
             counted["expired"] += 1
+        elif (
+            group == EFFECTS_GROUP
+            and m in ("poison", "hang_last")
+            and failures == MAX_ATTEMPTS
+            and str(last_error).startswith("ConnectionLost: ")
+            and any(
+                run.attempt >= MAX_ATTEMPTS and tx_cut_off(run)
+                for run in by_message.get((group, msg_id), [])
+            )
+        ):
+            # its last attempt's transaction failed on a connection a KILL or the crash cut off
+            # (before its handler could raise): nacked with that error at the last attempt
+            counted["tx_lost"] += 1
         else:
             wrongly += 1
     not_dead_lettered = sum(
@@ -267,31 +305,6 @@ def check(query: Any, tally: Tally) -> dict[str, Any]:
         if mode[msg_id] in DEAD_LETTERED
         for group in groups
     )
-
-    # how each effects transaction ended, by run: (outcome, connection id, in use since, at)
-    settles: dict[str, tuple[str, int | None, int | None, int]] = {}
-    effect_rows: list[tuple[str, int]] = []
-    if EFFECTS_GROUP in groups:
-        for run_id, outcome, conn_id, since, at in query(
-            f"SELECT run_id, outcome, conn_id, conn_since, at_ms FROM `{r}`.effects_settled"
-        ):
-            settles[run_id] = (
-                outcome,
-                None if conn_id is None else int(conn_id),
-                None if since is None else int(since),
-                int(at),
-            )
-        effect_rows = [
-            (msg_id, int(attempt))
-            for msg_id, attempt in query(f"SELECT msg_id, attempt FROM `{q}`.{EFFECTS_TABLE}")
-        ]
-    settled_as = collections.Counter(outcome for outcome, *_ in settles.values())
-
-    def tx_cut_off(run: Run) -> bool:
-        """An effects transaction that failed because its connection was KILLed or the server
-        restarted: its message was nacked (or comes back after its visibility)."""
-        outcome, conn_id, since, at = settles.get(run.run_id, ("", None, None, 0))
-        return outcome in TX_FAILED and faults.cut_off(conn_id, since, at)
 
     # G14: a message held by a live subscriber is not run again: a rerun needs a fault on the
     # worker of the run before it (kill, stall, restart), a nack (poison, hang_last), for a
@@ -412,6 +425,7 @@ def check(query: Any, tally: Tally) -> dict[str, Any]:
         "timed_out": counted["hang_last"],
         "explicit": counted["explicit"],
         "dlq_expired": counted["expired"],
+        "dlq_tx_lost": counted["tx_lost"],
         "wrongly_dead_lettered": wrongly,
         "not_dead_lettered": not_dead_lettered,
         "dlq": len(dlq_rows),
@@ -457,7 +471,7 @@ def summary_line(s: dict[str, Any]) -> str:
         f" max_attempt={s['max_attempt']}"
         f" slow={s['slow']} hung={s['hung']} given_up={s['given_up']}"
         f" late_outcomes={s['late_outcomes']} poison={s['poison']} timed_out={s['timed_out']}"
-        f" explicit={s['explicit']} dlq_expired={s['dlq_expired']}"
+        f" explicit={s['explicit']} dlq_expired={s['dlq_expired']} dlq_tx_lost={s['dlq_tx_lost']}"
         f" wrongly_dead_lettered={s['wrongly_dead_lettered']}"
         f" not_dead_lettered={s['not_dead_lettered']} effects_rows={s['effects_rows']}"
         f" effects_duplicates={s['effects_duplicates']} effects_lost={s['effects_lost']}"
