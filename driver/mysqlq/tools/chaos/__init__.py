@@ -51,7 +51,9 @@ publishing stops, the groups drain, the subscribers stop, and the checker proves
 * **wrongly dead-lettered = 0**: a DLQ entry only for a ``poison``, ``hang_last`` or ``explicit``
   message, once per group, with the error its handler raised, the give-up's reason or the
   explicit reason (G10, G14); ``visibility timeout expired`` is accepted only for a ``poison`` or
-  ``hang_last`` message whose last attempt was lost to a fault (counted as ``dlq_expired``).
+  ``hang_last`` message whose last attempt was lost to a fault (counted as ``dlq_expired``), and
+  in the ``effects`` group a connection error only for one whose last transaction lost a KILLed
+  connection or the crashed server (``dlq_tx_lost``).
   A normal, slow or hang-once message in a DLQ is a violation; so is a ``poison``, ``hang_last``
   or ``explicit`` message missing from a group's DLQ (``not_dead_lettered``);
 * **unexplained redeliveries = 0**: a message a live subscriber holds is not run again (G14).
