@@ -1,12 +1,14 @@
 """The chaos harness's CI configuration: kills, a stall, a server crash, killed connections, and
-slow, hung, poison and explicitly dead-lettered messages.
+slow, hung, poison and explicitly dead-lettered messages, in three groups (one of them writes a
+row per message in the message's own transaction: exactly-once effects).
 
 Runs ``python -m mysqlq.tools.chaos run --config ci`` (see driver/mysqlq/tools/chaos/) on a
 throwaway server of its own, and asserts the checker's verdict: nothing lost (G5), nothing rolled
 back delivered (G2), no order violation in the strict group (G6), duplicates within what was in
 flight at the faults (G4), nothing dead-lettered but what raised on every attempt, hung on its last
 or was dead-lettered explicitly, and all of that in every group's DLQ (G10), no message redelivered
-while a live subscriber held it, hung ones given up (G14). About 80 seconds; deselect with
+while a live subscriber held it, hung ones given up (G14); in the effects group, one committed row
+per acked message and none for the others, under all those faults. About 90 seconds; deselect with
 ``-m 'not chaos'``. The checker's rules alone: ``test_chaos_checker.py``.
 """
 
@@ -62,6 +64,15 @@ def test_chaos_ci_configuration(tmp_path: Path) -> None:
     assert summary["repeated_attempts"] == 0, lines[-1]
     assert summary["wrongly_dead_lettered"] == 0, lines[-1]
     assert summary["not_dead_lettered"] == 0, lines[-1]
+    # exactly-once effects: every message the effects group acked has its row once, the others
+    # none, and no given-up run committed
+    assert summary["effects_duplicates"] == 0, lines[-1]
+    assert summary["effects_lost"] == 0, lines[-1]
+    assert summary["effects_unexpected"] == 0, lines[-1]
+    assert summary["effects_late_commits"] == 0, lines[-1]
+    assert summary["effects_rows"] >= 4000, lines[-1]
+    # a hung run that left its block on a live connection had its ack refused: rolled back
+    assert summary["hung_settled"] == 0 or summary["stale_rolled_back"] > 0, lines[-1]
     # every mode ran: slow handlers, hung ones given up (and their late outcomes dropped), poison
     # and explicit messages in the DLQs
     assert summary["slow"] > 0 and summary["hung"] > 0 and summary["given_up"] > 0, lines[-1]

@@ -5,11 +5,15 @@
 
 * **publishers** that publish in transactions over many partitions, some held open for a while
   before committing, some rolled back (every outcome is recorded in a results database);
-* **subscribers** (``mysqlq.Subscriber``) in two groups: ``fast`` (``batch_size`` 10, 4 handler
-  threads) and ``strict`` (``batch_size = 1``), with ``max_attempts`` :data:`MAX_ATTEMPTS` and
-  ``max_handler_time`` :data:`MAX_HANDLER_S`. Each handler records ``(group, message, attempt,
-  worker, delivery deadline, server time)`` in the results database over its own connection, then
-  does what the message's **mode** says.
+* **subscribers** (``mysqlq.Subscriber``) in three groups: ``fast`` (``batch_size`` 10, 4 handler
+  threads), ``strict`` (``batch_size = 1``) and ``effects`` (``batch_size`` 10, 4 threads), with
+  ``max_attempts`` :data:`MAX_ATTEMPTS` and ``max_handler_time`` :data:`MAX_HANDLER_S`. Each
+  handler records ``(group, message, attempt, worker, delivery deadline, server time)`` in the
+  results database over its own connection, then does what the message's **mode** says. The
+  ``effects`` group's handler does it inside ``msg.transaction()`` (exactly-once effects): it
+  inserts one row per message into :data:`EFFECTS_TABLE`, in the queue's own database, then acts
+  out the mode, and leaving the block acks the message in that transaction; it records how the
+  transaction ended (committed, stale, raised, lost connection) in ``effects_settled``.
 
 A message's mode follows from its id alone (:func:`mode_of`: a hash of the id against the
 ``Config`` shares), so workers and checker agree on it with no bookkeeping:
@@ -27,6 +31,13 @@ A message's mode follows from its id alone (:func:`mode_of`: a hash of the id ag
   give-up, ``last_error`` "handler exceeded max_handler_time";
 * ``explicit``: the handler calls ``msg.dead_letter(...)`` (:func:`explicit_reason`).
 
+In the ``effects`` group the row is written first (except for ``explicit``, which dead-letters in
+the transaction, ``msg.dead_letter(reason, conn=tx.connection)``, and writes nothing), so a
+``poison`` run's row is rolled back with its exception, and a hung run's (``hang`` at attempt 1,
+``hang_last`` at its last) when it finally leaves the block: its delivery was given up and
+redelivered or dead-lettered meanwhile, its ack is stale (``mysqlq.StaleDelivery``), and its
+transaction rolls back (``stale_rolled_back``).
+
 While they run, the controller ``kill -9``\\ s a random subscriber every few seconds and starts a
 new one, ``SIGSTOP``\\ s one past its lease and visibility and then ``SIGCONT``\\ s it, restarts
 (crashes) the database server once, and ``KILL``\\ s the driver's connections from the server side
@@ -40,7 +51,9 @@ publishing stops, the groups drain, the subscribers stop, and the checker proves
 * **wrongly dead-lettered = 0**: a DLQ entry only for a ``poison``, ``hang_last`` or ``explicit``
   message, once per group, with the error its handler raised, the give-up's reason or the
   explicit reason (G10, G14); ``visibility timeout expired`` is accepted only for a ``poison`` or
-  ``hang_last`` message whose last attempt was lost to a fault (counted as ``dlq_expired``).
+  ``hang_last`` message whose last attempt was lost to a fault (counted as ``dlq_expired``), and
+  in the ``effects`` group a connection error only for one whose last transaction lost a KILLed
+  connection or the crashed server (``dlq_tx_lost``).
   A normal, slow or hang-once message in a DLQ is a violation; so is a ``poison``, ``hang_last``
   or ``explicit`` message missing from a group's DLQ (``not_dead_lettered``);
 * **unexplained redeliveries = 0**: a message a live subscriber holds is not run again (G14).
@@ -55,13 +68,21 @@ publishing stops, the groups drain, the subscribers stop, and the checker proves
   without going back or skipping (G6). Retries of the nacked modes (``poison``, ``hang``,
   ``hang_last``) are not checked: a nack does not hold the partition back (G7). A start recorded
   after its delivery's fetch-time deadline by a worker that was frozen meanwhile (the stalled
-  one, or every worker across the server restart) is outside G6 and reported as ``late``;
-  every other start is checked, late or not (a message kept alive behind a slow handler starts
-  after its fetch-time deadline, in order);
+  one, or every worker across the server restart) may have been overtaken by a redelivery: its
+  step back is outside G6 and reported as ``late``. A skip is never excused, and every start,
+  late or not, moves its partition on (a message kept alive behind a slow handler starts after
+  its fetch-time deadline, in order);
 * **duplicates** (extra handler runs of ``normal``, ``slow``, ``hang`` and ``explicit``
   messages) are at most what was in flight at each kill, stall, server restart (partitions held
   x batch size, read from the lease table at that moment), plus one per ``hang`` message and
-  group that hung.
+  group that hung, plus one per ``effects`` transaction that lost its connection;
+* **exactly-once effects** in the ``effects`` group, once drained: every ``normal``, ``slow`` and
+  ``hang`` message has exactly one row in :data:`EFFECTS_TABLE` (none: ``effects_lost``; more
+  than one: ``effects_duplicates``), and ``poison``, ``hang_last`` and ``explicit`` messages, and
+  ids not in the log, have none (``effects_unexpected``); a given-up run (``hang`` at attempt 1,
+  ``hang_last`` at its last) never commits (``effects_late_commits``). A rerun after a
+  transaction that lost its connection is explained when that connection was KILLed while in
+  use, or the server crashed meanwhile.
 
 It prints one summary line and exits 0 when every check holds. ``--config ci`` is the short run
 (well under 3 minutes); ``--config long`` is the one for the report.
@@ -79,7 +100,11 @@ log = logging.getLogger("mysqlq.tools.chaos")
 TOPIC = "chaos"
 QUEUE_DB = "chaos"
 RESULTS_DB = "chaos_results"
-GROUPS = {"fast": 10, "strict": 1}  # group -> batch_size
+GROUPS = {"fast": 10, "strict": 1, "effects": 10}  # group -> batch_size
+# the group whose handler writes in msg.transaction(); before it, runs had only fast and strict
+EFFECTS_GROUP = "effects"
+LEGACY_GROUPS = ("fast", "strict")
+EFFECTS_TABLE = "chaos_effects"  # in the queue's database: the handler's writes
 LEASE_S = 3.0
 VISIBILITY_S = 5.0
 # A poison message reaches the DLQ after this many handler runs (about 2 s of backoff: 0.05 s
@@ -133,10 +158,39 @@ RESULTS_SCHEMA = [
         stats TEXT NOT NULL,
         at_ms BIGINT NOT NULL
     )""",
-    # the run's settings (the mode shares), for the checker
+    # the run's settings (the mode shares, the groups), for the checker
     """CREATE TABLE IF NOT EXISTS run_config (
         name VARCHAR(64) PRIMARY KEY,
         value TEXT NOT NULL
+    )""",
+    # how each transaction of the effects group ended (outcome: committed, stale, raised,
+    # lost_connection, error), and on which connection: its server id (to match a KILL) and the
+    # server time of its first transaction (ids start again after a restart)
+    """CREATE TABLE IF NOT EXISTS effects_settled (
+        run_id CHAR(32) PRIMARY KEY,
+        msg_id VARCHAR(191) NOT NULL,
+        attempt INT NOT NULL,
+        worker VARCHAR(100) NOT NULL,
+        outcome VARCHAR(16) NOT NULL,
+        error VARCHAR(255) NULL,
+        conn_id BIGINT NULL,
+        conn_since BIGINT NULL,
+        at_ms BIGINT NOT NULL
+    )""",
+]
+# the effects group's writes, in the queue's own database (so they can share the ack's
+# transaction). No unique key on msg_id: a second commit of a message's writes must be possible,
+# so that the checker sees it.
+QUEUE_SCHEMA = [
+    f"""CREATE TABLE IF NOT EXISTS {EFFECTS_TABLE} (
+        id BIGINT AUTO_INCREMENT PRIMARY KEY,
+        msg_id VARCHAR(191) NOT NULL,
+        msg_key VARCHAR(191) NOT NULL,
+        msg_offset BIGINT NOT NULL,
+        attempt INT NOT NULL,
+        worker VARCHAR(100) NOT NULL,
+        run_id CHAR(32) NOT NULL,
+        at_ms BIGINT NOT NULL
     )""",
 ]
 SERVER_NOW = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"

@@ -25,6 +25,7 @@ from mysqlq.tools.chaos import (
     LEASE_S,
     MAX_ATTEMPTS,
     QUEUE_DB,
+    QUEUE_SCHEMA,
     RESULTS_DB,
     RESULTS_SCHEMA,
     SERVER_NOW,
@@ -34,7 +35,14 @@ from mysqlq.tools.chaos import (
     _connect,
     log,
 )
-from mysqlq.tools.chaos.checker import Tally, check, passed, summary_line, tally_from_events
+from mysqlq.tools.chaos.checker import (
+    Tally,
+    check,
+    passed,
+    run_groups,
+    summary_line,
+    tally_from_events,
+)
 
 
 @dataclass
@@ -106,12 +114,14 @@ class Harness:
         cur.execute(f"USE `{QUEUE_DB}`")
         schema.install(schema.CursorExecutor(cur), objects)
         schema.stamp(cur, revision)
+        for statement in QUEUE_SCHEMA:
+            cur.execute(statement)
         cur.execute(f"USE `{RESULTS_DB}`")
         for statement in RESULTS_SCHEMA:
             cur.execute(statement)
         cur.execute(
-            "REPLACE INTO run_config (name, value) VALUES ('shares', %s)",
-            (json.dumps(self.cfg.shares()),),
+            "REPLACE INTO run_config (name, value) VALUES ('shares', %s), ('groups', %s)",
+            (json.dumps(self.cfg.shares()), json.dumps(list(GROUPS))),
         )
         cur.close()
         conn = _connect(self.dsn)
@@ -316,14 +326,16 @@ class Harness:
 
     def wait_drained(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
+        names = run_groups(self.query)
+        groups = " UNION ALL ".join(["SELECT %s AS g"] * len(names))
         while time.monotonic() < deadline:
             behind = self.query(
                 f"SELECT COUNT(*) FROM `{QUEUE_DB}`.queue_partitions p"
-                f" CROSS JOIN (SELECT 'fast' AS g UNION ALL SELECT 'strict') AS g"
+                f" CROSS JOIN ({groups}) AS g"
                 f" LEFT JOIN `{QUEUE_DB}`.queue_offsets o"
                 " ON o.group_name = g.g AND o.partition_id = p.partition_id"
                 " WHERE p.topic = %s AND COALESCE(o.offset_acked, 0) < p.last_offset",
-                (TOPIC,),
+                (*names, TOPIC),
             )[0][0]
             if behind == 0:
                 return True

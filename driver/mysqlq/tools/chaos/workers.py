@@ -15,6 +15,8 @@ import uuid
 import MySQLdb
 
 from mysqlq.tools.chaos import (
+    EFFECTS_GROUP,
+    EFFECTS_TABLE,
     GROUPS,
     HANG_S,
     LEASE_S,
@@ -70,21 +72,88 @@ def _sleep(seconds: float) -> None:
         time.sleep(min(0.1, left))
 
 
+EFFECTS_INSERT = (
+    f"INSERT INTO {EFFECTS_TABLE} (msg_id, msg_key, msg_offset, attempt, worker, run_id, at_ms)"
+    f" VALUES (%s, %s, %s, %s, %s, %s, {SERVER_NOW})"
+)
+
+
 def run_subscriber(args: argparse.Namespace) -> int:
     import mysqlq
 
     results = Recorder(args.results_dsn)
     shares = json.loads(args.shares)
+    # per handler thread, its msg.transaction() connection (the subscriber keeps one per thread):
+    # the server's id and the server time of its first transaction, so that the checker can tell
+    # a transaction that failed on a KILLed connection, or one that the server's crash cut off
+    tx_conn = threading.local()
+
+    def act(msg: mysqlq.Message, mode: str, began: float, conn: object = None) -> None:
+        """What the message's mode says (conn: the transaction an explicit dead letter joins)."""
+        last = msg.attempt >= MAX_ATTEMPTS
+        if mode == "slow" and msg.attempt == 1:
+            _sleep(SLOW_S - (time.monotonic() - began))
+        elif (mode == "hang" and msg.attempt == 1) or (mode == "hang_last" and last):
+            _sleep(HANG_S)  # given up at MAX_HANDLER_S; what it settles when it returns is dropped
+        elif mode in ("poison", "hang_last"):
+            raise RuntimeError(poison_error(msg.id, msg.attempt))
+        elif mode == "explicit":
+            msg.dead_letter(explicit_reason(msg.id), conn=conn)
+
+    def in_transaction(msg: mysqlq.Message, run_id: str, mode: str, began: float) -> None:
+        """The effects group: one row per message and its ack, in one transaction (an explicit
+        dead letter joins it instead and writes nothing); how it ended goes to effects_settled."""
+        outcome, error, began_tx = "committed", None, False
+        try:
+            with msg.transaction() as tx:
+                began_tx = True
+                if getattr(tx_conn, "id", None) != tx.connection.thread_id():
+                    (row,) = tx.execute(f"SELECT {SERVER_NOW} AS now")
+                    tx_conn.id, tx_conn.since = tx.connection.thread_id(), int(row["now"])
+                if mode != "explicit":
+                    tx.execute(
+                        EFFECTS_INSERT,
+                        (msg.id, msg.key, msg.offset, msg.attempt, args.name, run_id),
+                    )
+                act(msg, mode, began, conn=tx.connection)
+        except mysqlq.StaleDelivery:
+            outcome = "stale"  # given up or redelivered meanwhile: the row is rolled back
+            raise
+        except RuntimeError:
+            outcome = "raised"  # poison: the row is rolled back, the message nacked
+            raise
+        except Exception as exc:
+            outcome = "lost_connection" if isinstance(exc, mysqlq.ConnectionLost) else "error"
+            # where: opening the transaction, or in it (the writes, the ack, the commit)
+            error = f"{'in' if began_tx else 'begin'}: {type(exc).__name__}: {exc}"
+            raise
+        finally:
+            results.execute(
+                "INSERT IGNORE INTO effects_settled (run_id, msg_id, attempt, worker, outcome,"
+                " error, conn_id, conn_since, at_ms)"
+                f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, {SERVER_NOW})",
+                (
+                    run_id,
+                    msg.id,
+                    msg.attempt,
+                    args.name,
+                    outcome,
+                    error and error[:255],
+                    getattr(tx_conn, "id", None),
+                    getattr(tx_conn, "since", None),
+                ),
+            )
 
     def handle(msg: mysqlq.Message) -> None:
         began = time.monotonic()
+        run_id = uuid.uuid4().hex
         # the run's own id makes the insert idempotent: a retry after a lost connection whose
         # insert did commit adds no second row
         results.execute(
             "INSERT IGNORE INTO handled (run_id, grp, msg_key, msg_offset, msg_id, attempt, worker,"
             f" visible_until, at_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, {SERVER_NOW})",
             (
-                uuid.uuid4().hex,
+                run_id,
                 args.group,
                 msg.key,
                 msg.offset,
@@ -95,15 +164,10 @@ def run_subscriber(args: argparse.Namespace) -> int:
             ),
         )
         mode = mode_of(msg.id, shares)
-        last = msg.attempt >= MAX_ATTEMPTS
-        if mode == "slow" and msg.attempt == 1:
-            _sleep(SLOW_S - (time.monotonic() - began))
-        elif (mode == "hang" and msg.attempt == 1) or (mode == "hang_last" and last):
-            _sleep(HANG_S)  # given up at MAX_HANDLER_S; what it settles when it returns is dropped
-        elif mode in ("poison", "hang_last"):
-            raise RuntimeError(poison_error(msg.id, msg.attempt))
-        elif mode == "explicit":
-            msg.dead_letter(explicit_reason(msg.id))
+        if args.group == EFFECTS_GROUP:
+            in_transaction(msg, run_id, mode, began)
+        else:
+            act(msg, mode, began)
 
     while True:  # the constructor subscribes: retry while the server restarts
         try:
