@@ -7,13 +7,12 @@ gathered, groups it by outcome (and delay and error text), and sends one settle 
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mysqlq import _sql
+from mysqlq import _sql, codec
 from mysqlq.errors import Error
 from mysqlq.link import Link
 from mysqlq.message import Message
@@ -91,7 +90,7 @@ class Flusher:
         for s in batch:
             groups[(s.outcome, s.delay_ms, s.error)].append(s)
         for (outcome, delay_ms, error), items in groups.items():
-            deliveries = json.dumps([s.message.delivery for s in items])
+            deliveries = codec.deliveries_json(s.message for s in items)
             sql, args = {
                 "ack": (_sql.ACK, (self.group, deliveries)),
                 "nack": (_sql.NACK, (self.group, deliveries, delay_ms, error)),
