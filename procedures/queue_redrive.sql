@@ -18,17 +18,7 @@ BEGIN
     DECLARE v_redriven INT DEFAULT 0;
     DECLARE v_marked INT;
     DECLARE v_done INT DEFAULT 0;
-    DECLARE v_topic {{ m.name_local() }};
-    DECLARE v_key {{ m.name_local() }};
-    DECLARE v_payload LONGBLOB;
-    DECLARE v_metadata {{ m.text('LONGTEXT') }};
-    DECLARE v_group {{ m.name_local() }};
-    DECLARE v_origin_offset BIGINT;
-    DECLARE v_origin_id {{ m.name_local() }};
-    DECLARE v_new_offset BIGINT;
-    DECLARE v_duplicate TINYINT;
-    DECLARE v_new_pid BIGINT;
-    DECLARE v_new_id {{ m.name_local() }};
+    DECLARE v_sent TINYINT;
     DECLARE c_partitions CURSOR FOR
         SELECT p.partition_id FROM queue_partitions AS p
         WHERE p.topic = v_dlq
@@ -60,7 +50,6 @@ BEGIN
         WHERE s.group_name = '{{ m.REDRIVE_GROUP }}' AND s.partition_id = v_pid;
         redrive_loop: WHILE v_off < v_last AND v_redriven < p_limit DO
             SET v_off = v_off + 1;
-            SET v_topic = NULL;
             IF v_marked > 0 AND EXISTS (
                 SELECT 1 FROM queue_delivery_state AS s
                 WHERE
@@ -69,25 +58,8 @@ BEGIN
             ) THEN
                 ITERATE redrive_loop;
             END IF;
-            SELECT
-                msg.origin_topic,
-                msg.partition_key,
-                msg.payload,
-                msg.metadata,
-                msg.origin_group,
-                msg.origin_offset,
-                msg.origin_message_id
-            INTO v_topic, v_key, v_payload, v_metadata, v_group, v_origin_offset, v_origin_id
-            FROM queue_messages AS msg
-            WHERE msg.partition_id = v_pid AND msg.msg_offset = v_off;
-            IF v_topic IS NOT NULL THEN
-                CALL queue__append(
-                    v_topic, v_key, NULL, v_payload, v_metadata, 0, v_now,
-                    v_group, v_topic, v_group, v_origin_offset, v_origin_id, NULL, NULL,
-                    v_new_offset, v_duplicate, v_new_pid, v_new_id
-                );
-                SET v_redriven = v_redriven + 1;
-            END IF;
+            CALL queue__redrive_entry(v_pid, v_off, v_now, v_sent);
+            SET v_redriven = v_redriven + v_sent;
         END WHILE redrive_loop;
         UPDATE queue_offsets
         SET offset_acked = v_off, cursor_pos = v_off, cursor_start = v_off + 1, updated_at = v_now

@@ -13,17 +13,8 @@ BEGIN
     DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};
     DECLARE v_wm BIGINT;
     DECLARE v_done_before INT;
-    DECLARE v_topic {{ m.name_local() }};
-    DECLARE v_key {{ m.name_local() }};
-    DECLARE v_payload LONGBLOB;
-    DECLARE v_metadata {{ m.text('LONGTEXT') }};
-    DECLARE v_group {{ m.name_local() }};
-    DECLARE v_origin_offset BIGINT;
-    DECLARE v_origin_id {{ m.name_local() }};
-    DECLARE v_new_offset BIGINT;
-    DECLARE v_duplicate TINYINT;
-    DECLARE v_new_pid BIGINT;
-    DECLARE v_new_id {{ m.name_local() }};
+    DECLARE v_found INT;
+    DECLARE v_sent TINYINT;
     {{ m.own_transaction_handler() }};
 
     {{ m.check_identifier('p_dlq_topic') }};
@@ -35,18 +26,11 @@ BEGIN
     -- READ COMMITTED: the '#redrive' offsets row lock orders redrives of the partition
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    SELECT
-        msg.origin_topic,
-        msg.partition_key,
-        msg.payload,
-        msg.metadata,
-        msg.origin_group,
-        msg.origin_offset,
-        msg.origin_message_id
-    INTO v_topic, v_key, v_payload, v_metadata, v_group, v_origin_offset, v_origin_id
-    FROM queue_messages AS msg
-    WHERE msg.partition_id = p_partition_id AND msg.msg_offset = p_offset AND msg.topic = p_dlq_topic;
-    IF v_topic IS NULL THEN
+    SELECT COUNT(*) INTO v_found FROM queue_messages AS msg
+    WHERE
+        msg.partition_id = p_partition_id AND msg.msg_offset = p_offset AND msg.topic = p_dlq_topic
+        AND msg.origin_topic IS NOT NULL;
+    IF v_found = 0 THEN
         {{ m.fail(m.E_NO_ENTRY, 'p_partition_id and p_offset name no DLQ entry of p_dlq_topic') }};
     END IF;
 
@@ -63,11 +47,7 @@ BEGIN
         COMMIT;
         SELECT 0 AS redriven;
     ELSE
-        CALL queue__append(
-            v_topic, v_key, NULL, v_payload, v_metadata, 0, v_now,
-            v_group, v_topic, v_group, v_origin_offset, v_origin_id, NULL, NULL,
-            v_new_offset, v_duplicate, v_new_pid, v_new_id
-        );
+        CALL queue__redrive_entry(p_partition_id, p_offset, v_now, v_sent);
         -- marked done for the '#redrive' position, which queue_redrive then passes over
         INSERT INTO queue_delivery_state (
             group_name, partition_id, msg_offset, state, invisible_until, attempts, token,

@@ -340,6 +340,50 @@ BEGIN
     END IF;
 END
 
+-- mysqlq:object procedure queue__redrive_entry
+CREATE PROCEDURE queue__redrive_entry(
+    IN p_partition_id BIGINT,
+    IN p_offset BIGINT,
+    IN p_now BIGINT,
+    OUT p_sent TINYINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_payload LONGBLOB;
+    DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_origin_offset BIGINT;
+    DECLARE v_origin_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_new_offset BIGINT;
+    DECLARE v_duplicate TINYINT;
+    DECLARE v_new_pid BIGINT;
+    DECLARE v_new_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+
+    SELECT
+        msg.origin_topic,
+        msg.partition_key,
+        msg.payload,
+        msg.metadata,
+        msg.origin_group,
+        msg.origin_offset,
+        msg.origin_message_id
+    INTO v_topic, v_key, v_payload, v_metadata, v_group, v_origin_offset, v_origin_id
+    FROM queue_messages AS msg
+    WHERE msg.partition_id = p_partition_id AND msg.msg_offset = p_offset;
+    SET p_sent = 0;
+    IF v_topic IS NOT NULL THEN
+        CALL queue__append(
+            v_topic, v_key, NULL, v_payload, v_metadata, 0, p_now,
+            v_group, v_topic, v_group, v_origin_offset, v_origin_id, NULL, NULL,
+            v_new_offset, v_duplicate, v_new_pid, v_new_id
+        );
+        SET p_sent = 1;
+    END IF;
+END
+
 -- mysqlq:object procedure queue__settle
 CREATE PROCEDURE queue__settle(
     IN p_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
@@ -2426,17 +2470,7 @@ BEGIN
     DECLARE v_redriven INT DEFAULT 0;
     DECLARE v_marked INT;
     DECLARE v_done INT DEFAULT 0;
-    DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-    DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-    DECLARE v_payload LONGBLOB;
-    DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-    DECLARE v_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-    DECLARE v_origin_offset BIGINT;
-    DECLARE v_origin_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-    DECLARE v_new_offset BIGINT;
-    DECLARE v_duplicate TINYINT;
-    DECLARE v_new_pid BIGINT;
-    DECLARE v_new_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_sent TINYINT;
     DECLARE c_partitions CURSOR FOR
         SELECT p.partition_id FROM queue_partitions AS p
         WHERE p.topic = v_dlq
@@ -2478,7 +2512,6 @@ BEGIN
         WHERE s.group_name = '#redrive' AND s.partition_id = v_pid;
         redrive_loop: WHILE v_off < v_last AND v_redriven < p_limit DO
             SET v_off = v_off + 1;
-            SET v_topic = NULL;
             IF v_marked > 0 AND EXISTS (
                 SELECT 1 FROM queue_delivery_state AS s
                 WHERE
@@ -2487,25 +2520,8 @@ BEGIN
             ) THEN
                 ITERATE redrive_loop;
             END IF;
-            SELECT
-                msg.origin_topic,
-                msg.partition_key,
-                msg.payload,
-                msg.metadata,
-                msg.origin_group,
-                msg.origin_offset,
-                msg.origin_message_id
-            INTO v_topic, v_key, v_payload, v_metadata, v_group, v_origin_offset, v_origin_id
-            FROM queue_messages AS msg
-            WHERE msg.partition_id = v_pid AND msg.msg_offset = v_off;
-            IF v_topic IS NOT NULL THEN
-                CALL queue__append(
-                    v_topic, v_key, NULL, v_payload, v_metadata, 0, v_now,
-                    v_group, v_topic, v_group, v_origin_offset, v_origin_id, NULL, NULL,
-                    v_new_offset, v_duplicate, v_new_pid, v_new_id
-                );
-                SET v_redriven = v_redriven + 1;
-            END IF;
+            CALL queue__redrive_entry(v_pid, v_off, v_now, v_sent);
+            SET v_redriven = v_redriven + v_sent;
         END WHILE redrive_loop;
         UPDATE queue_offsets
         SET offset_acked = v_off, cursor_pos = v_off, cursor_start = v_off + 1, updated_at = v_now
@@ -2533,17 +2549,8 @@ BEGIN
     DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
     DECLARE v_wm BIGINT;
     DECLARE v_done_before INT;
-    DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-    DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-    DECLARE v_payload LONGBLOB;
-    DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-    DECLARE v_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-    DECLARE v_origin_offset BIGINT;
-    DECLARE v_origin_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-    DECLARE v_new_offset BIGINT;
-    DECLARE v_duplicate TINYINT;
-    DECLARE v_new_pid BIGINT;
-    DECLARE v_new_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_found INT;
+    DECLARE v_sent TINYINT;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
         ROLLBACK;
@@ -2563,18 +2570,11 @@ BEGIN
 
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    SELECT
-        msg.origin_topic,
-        msg.partition_key,
-        msg.payload,
-        msg.metadata,
-        msg.origin_group,
-        msg.origin_offset,
-        msg.origin_message_id
-    INTO v_topic, v_key, v_payload, v_metadata, v_group, v_origin_offset, v_origin_id
-    FROM queue_messages AS msg
-    WHERE msg.partition_id = p_partition_id AND msg.msg_offset = p_offset AND msg.topic = p_dlq_topic;
-    IF v_topic IS NULL THEN
+    SELECT COUNT(*) INTO v_found FROM queue_messages AS msg
+    WHERE
+        msg.partition_id = p_partition_id AND msg.msg_offset = p_offset AND msg.topic = p_dlq_topic
+        AND msg.origin_topic IS NOT NULL;
+    IF v_found = 0 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ020 p_partition_id and p_offset name no DLQ entry of p_dlq_topic';
     END IF;
 
@@ -2590,11 +2590,7 @@ BEGIN
         COMMIT;
         SELECT 0 AS redriven;
     ELSE
-        CALL queue__append(
-            v_topic, v_key, NULL, v_payload, v_metadata, 0, v_now,
-            v_group, v_topic, v_group, v_origin_offset, v_origin_id, NULL, NULL,
-            v_new_offset, v_duplicate, v_new_pid, v_new_id
-        );
+        CALL queue__redrive_entry(p_partition_id, p_offset, v_now, v_sent);
         INSERT INTO queue_delivery_state (
             group_name, partition_id, msg_offset, state, invisible_until, attempts, token,
             last_error, updated_at

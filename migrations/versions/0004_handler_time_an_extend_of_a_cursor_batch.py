@@ -13,7 +13,7 @@ revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "7d772a7558f731c0ece28748227704acebb10f0a6e5d1ed80a425b62a482a216"
+snapshot_sha256 = "c71cb900902d39be3f583b63f9d13608834d3d394695508b50224d95cd9faaed"
 
 
 def upgrade() -> None:
