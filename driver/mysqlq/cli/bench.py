@@ -35,6 +35,12 @@ from mysqlq.connection import DSN_ENV
     help="Steady-state publish rate, msg/s.",
 )
 @click.option("--seconds", type=click.FloatRange(min=1), help="Steady-state duration.")
+@click.option(
+    "--only",
+    type=click.Choice(["publish", "consume", "effects", "steady"]),
+    multiple=True,
+    help="Run only these workload kinds (repeatable; default: all).",
+)
 def bench(
     dsn: str | None,
     quick: bool,
@@ -44,6 +50,7 @@ def bench(
     messages: int | None,
     rate: float,
     seconds: float | None,
+    only: tuple[str, ...],
 ) -> None:
     """Measure mysqlq beside raw INSERTs, a SKIP LOCKED queue and kombu, on one server.
 
@@ -63,6 +70,7 @@ def bench(
         consume_messages=messages,
         steady_rate=rate,
         steady_seconds=seconds,
+        only=only,
     )
     server = None
     dsn = dsn or os.environ.get(DSN_ENV)

@@ -48,6 +48,8 @@ class BenchOptions:
     consume_messages: int | None = None
     steady_rate: float = 500.0
     steady_seconds: float | None = None
+    # workload kinds to run (publish, consume, effects, steady); empty = all
+    only: tuple[str, ...] = ()
 
     def sizes(self) -> dict[str, Any]:
         if self.quick:
@@ -124,7 +126,7 @@ def run(server_dsn: str, options: BenchOptions, console: Console | None = None) 
         def sample() -> server.Sample:
             return server.sample(admin, pid)
 
-        plan = _plan(sizes, options)
+        plan = [e for e in _plan(sizes, options) if not options.only or e["kind"] in options.only]
         columns = (
             TextColumn("{task.description}"),
             BarColumn(),
