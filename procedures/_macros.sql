@@ -258,11 +258,13 @@ DECLARE EXIT HANDLER FOR SQLEXCEPTION
         SELECT
             k.j_idx,
             k.j_key_s AS msg_key,
-            COALESCE(k.j_id_s, CONCAT(v_batch, ':', k.j_idx)) AS msg_id
+            COALESCE(k.j_id_s, CONCAT(v_batch, ':', k.j_idx)) AS msg_id,
+            k.j_rank
         FROM JSON_TABLE({{ p_messages }}, '$[*]' COLUMNS (
             j_idx FOR ORDINALITY,
             j_key_s {{ text('VARCHAR(192)') }} PATH '$.key',
-            j_id_s {{ text('VARCHAR(192)') }} PATH '$.id'
+            j_id_s {{ text('VARCHAR(192)') }} PATH '$.id',
+            j_rank JSON PATH '$.rank'
         )) AS k
     )
 {%- endmacro %}
@@ -273,6 +275,13 @@ COALESCE({{ e }}.msg_key, '')
 {%- endmacro %}
 {% macro batch_slot(e='e') -%}
 IF({{ e }}.msg_key IS NULL, CRC32({{ e }}.msg_id) % v_partitions, {{ SLOT_KEYED }})
+{%- endmacro %}
+
+{#- The rank a caller gave batch element `e` (its place among the batch's elements of its
+    partition, 1..n), or NULL: anything but an integer is ignored, and the ranks of a partition are
+    used only when they number its elements 1..n (else the procedure numbers them in input order). -#}
+{% macro batch_rank(e='e') -%}
+IF(JSON_TYPE({{ e }}.j_rank) = 'INTEGER', CAST({{ e }}.j_rank AS SIGNED), NULL)
 {%- endmacro %}
 
 {#- The payload bytes, metadata and delay of a valid batch element `e`. -#}
@@ -406,3 +415,4 @@ FROM queue_partition_leases AS l
                 )
             )
 {%- endmacro %}
+

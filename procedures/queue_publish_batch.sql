@@ -1,6 +1,6 @@
 {% import '_macros.sql' as m %}
 -- Publishes many messages to one topic in one round trip: p_messages is a JSON array of objects
--- {key, id, payload | payload_b64, metadata, delay_ms}. Returns (idx, offset, duplicate,
+-- {key, id, payload | payload_b64, metadata, delay_ms, rank}. Returns (idx, offset, duplicate,
 -- partition_id, id) per message, in input order.
 CREATE PROCEDURE queue_publish_batch(
     IN p_topic {{ m.name_param() }},
@@ -14,16 +14,11 @@ BEGIN  -- noqa: LT02
     DECLARE v_batch {{ m.text('CHAR(36)') }} DEFAULT CAST(UUID() AS CHAR);
     DECLARE v_partitions INT;
     DECLARE v_invalid INT DEFAULT 0;
+    DECLARE v_rows INT DEFAULT 0;
     DECLARE v_error {{ m.text('VARCHAR(255)') }} DEFAULT NULL;
     DECLARE v_error_idx INT DEFAULT NULL;
-    DECLARE v_before {{ m.text('LONGTEXT') }};
     DECLARE v_bases {{ m.text('LONGTEXT') }};
-    DECLARE v_repeated INT;
-    DECLARE v_existing INT;
-    DECLARE v_keys {{ m.text('LONGTEXT') }};
-    DECLARE v_i INT;
     DECLARE v_pid BIGINT;
-    DECLARE v_last BIGINT;
     DECLARE v_conflict INT DEFAULT 0;
     DECLARE v_offset BIGINT;
     DECLARE v_duplicate TINYINT;
@@ -31,10 +26,43 @@ BEGIN  -- noqa: LT02
     {{ m.publish_transaction_handler() }};
 
     {{ m.check_identifier('p_topic') }};
-    IF p_messages IS NULL OR NOT JSON_VALID(p_messages) OR p_messages NOT REGEXP '^[[:space:]]*\\[' THEN
+    -- an array: its first non-blank character is [ (the prefix decides, unless it is all blank)
+    IF p_messages IS NULL OR NOT LEFT(p_messages, 64) REGEXP '^[[:space:]]*\\[' AND NOT (
+        JSON_VALID(p_messages) AND JSON_TYPE(p_messages) = 'ARRAY'
+    ) THEN
         {{ m.fail(m.E_MESSAGES, 'p_messages must be a JSON array of message objects') }};
     END IF;
-    IF JSON_LENGTH(p_messages) NOT BETWEEN 1 AND 100000 THEN
+
+    -- each element's partition (key, and for an unkeyed one the hash of its id), id and the rank
+    -- its caller gave it, parsed once into a narrow session table (no payloads). This parse also
+    -- checks the JSON (the one full parse before the insert). An element whose key is too long
+    -- has no partition: the insert names it
+    DROP TEMPORARY TABLE IF EXISTS queue__publish_offsets;
+    CREATE TEMPORARY TABLE queue__publish_offsets (
+        idx INT NOT NULL,
+        part_key {{ m.name_local() }} NULL,
+        slot BIGINT NULL,
+        msg_id {{ m.name_local() }} NULL,
+        part_rank INT NULL,
+        PRIMARY KEY (idx)
+    ) ENGINE = InnoDB;
+    BEGIN
+        -- invalid JSON (MySQL 3141, MariaDB 4038)
+        DECLARE CONTINUE HANDLER FOR 3141, 4038 SET v_invalid = 2;
+        INSERT INTO queue__publish_offsets (idx, part_key, slot, msg_id, part_rank)
+        SELECT
+            e.j_idx,
+            IF(CHAR_LENGTH(e.msg_key) <= 191 OR e.msg_key IS NULL, {{ m.batch_part_key() }}, NULL),
+            IF(e.msg_key IS NULL, CRC32(e.msg_id), {{ m.SLOT_KEYED }}),
+            IF(CHAR_LENGTH(e.msg_id) <= 191, e.msg_id, NULL),
+            {{ m.batch_rank() }}
+        FROM {{ m.batch_keys() }} AS e;
+        SET v_rows = ROW_COUNT();
+    END;
+    IF v_invalid = 2 THEN
+        {{ m.fail(m.E_MESSAGES, 'p_messages must be a JSON array of message objects') }};
+    END IF;
+    IF v_rows NOT BETWEEN 1 AND 100000 THEN
         {{ m.fail(m.E_MESSAGES, 'p_messages must hold 1 to 100000 messages') }};
     END IF;
     SET v_topic = p_topic;
@@ -50,161 +78,80 @@ BEGIN  -- noqa: LT02
         SELECT t.partitions INTO v_partitions FROM queue_topics AS t
         WHERE t.topic = v_topic LOCK IN SHARE MODE;
     END IF;
+    -- an unkeyed element's slot: the hash of its id over the topic's partitions
+    UPDATE queue__publish_offsets SET slot = slot % v_partitions
+    WHERE slot >= 0;
 
-    -- the batch's keys, parsed once into a session table: each element's partition (numbered in
-    -- key order) and its rank in that partition. Filled from the JSON alone: reading a shared
-    -- table here would lock it
-    DROP TEMPORARY TABLE IF EXISTS queue__publish_offsets;
-    CREATE TEMPORARY TABLE queue__publish_offsets (
-        idx INT NOT NULL,
-        part_no INT NOT NULL,
-        part_key {{ m.name_local() }} NULL,
-        slot INT NULL,
-        msg_id {{ m.name_local() }} NULL,
-        new_rank INT NOT NULL,
-        PRIMARY KEY (idx)
+    -- the partitions, with how many elements each gets and whether the caller's ranks number
+    -- them 1..n (a repeated rank fails the insert below on the offset key: the careful path)
+    DROP TEMPORARY TABLE IF EXISTS queue__publish_parts;
+    CREATE TEMPORARY TABLE queue__publish_parts (
+        part_key {{ m.name_local() }} NOT NULL,
+        slot INT NOT NULL,
+        row_count INT NOT NULL,
+        ranked TINYINT NOT NULL,
+        partition_id BIGINT NULL,
+        base_offset BIGINT NULL,
+        PRIMARY KEY (part_key, slot)
     ) ENGINE = InnoDB;
-    INSERT INTO queue__publish_offsets (idx, part_no, part_key, slot, msg_id, new_rank)
+    INSERT INTO queue__publish_parts (part_key, slot, row_count, ranked)
     SELECT
-        k.j_idx,
-        DENSE_RANK() OVER (ORDER BY k.part_key, k.slot),
-        k.part_key,
-        k.slot,
-        k.msg_id,
-        ROW_NUMBER() OVER (PARTITION BY k.part_key, k.slot ORDER BY k.j_idx)
-    FROM (
-        SELECT
-            e.j_idx,
-            IF(CHAR_LENGTH(e.msg_key) <= 191 OR e.msg_key IS NULL, {{ m.batch_part_key() }}, NULL) AS part_key,
-            {{ m.batch_slot() }} AS slot,
-            IF(CHAR_LENGTH(e.msg_id) <= 191, e.msg_id, NULL) AS msg_id
-        FROM {{ m.batch_keys() }} AS e
-    ) AS k;
-
-    -- the sequence row of every partition the batch needs, created if missing and locked until
-    -- the caller commits (G3), in key order. Under REPEATABLE READ (the caller's transaction) a
-    -- locking read of a missing key would lock the gap and block other publishers creating
-    -- partitions, so the row is locked only once it exists; READ COMMITTED (our own
-    -- transaction) takes no gap locks and needs no plain read first
-    BEGIN
-        DECLARE v_done INT DEFAULT 0;
-        DECLARE v_part_no INT;
-        DECLARE v_key {{ m.name_local() }};
-        DECLARE v_slot INT;
-        DECLARE v_found INT;
-        DECLARE c_partitions CURSOR FOR
-            SELECT DISTINCT
-                o.part_no,
-                o.part_key,
-                o.slot
-            FROM queue__publish_offsets AS o
-            WHERE o.part_key IS NOT NULL
-            ORDER BY o.part_no;
-        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-        SET v_bases = '[]';
-        OPEN c_partitions;
-        partition_loop: LOOP
-            SET v_done = 0;
-            FETCH c_partitions INTO v_part_no, v_key, v_slot;
-            IF v_done = 1 THEN
-                LEAVE partition_loop;
-            END IF;
-            SET v_pid = NULL;
-            IF v_own_transaction = 1 THEN
-                SELECT
-                    p.partition_id,
-                    p.last_offset
-                INTO v_pid, v_last
-                FROM queue_partitions AS p
-                WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot
-                FOR UPDATE;
-            ELSE
-                SELECT COUNT(*) INTO v_found
-                FROM queue_partitions AS p
-                WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot;
-                IF v_found = 1 THEN
-                    SELECT
-                        p.partition_id,
-                        p.last_offset
-                    INTO v_pid, v_last
-                    FROM queue_partitions AS p
-                    WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot
-                    FOR UPDATE;
-                END IF;
-            END IF;
-            IF v_pid IS NULL THEN
-                INSERT IGNORE INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
-                VALUES (v_topic, v_slot, v_key, 0, v_now);
-                SELECT
-                    p.partition_id,
-                    p.last_offset
-                INTO v_pid, v_last
-                FROM queue_partitions AS p
-                WHERE p.topic = v_topic AND p.partition_key = v_key AND p.slot = v_slot
-                FOR UPDATE;
-            END IF;
-            SET v_bases = JSON_ARRAY_APPEND(v_bases, '$', JSON_ARRAY(v_part_no, v_pid, v_last));
-        END LOOP;
-        CLOSE c_partitions;
-    END;
-    DROP TEMPORARY TABLE IF EXISTS queue__publish_partitions;
-    CREATE TEMPORARY TABLE queue__publish_partitions (
-        part_no INT NOT NULL,
-        partition_id BIGINT NOT NULL,
-        base_offset BIGINT NOT NULL,
-        PRIMARY KEY (part_no)
-    ) ENGINE = InnoDB;
-    INSERT INTO queue__publish_partitions (part_no, partition_id, base_offset)
-    SELECT
-        b.b_part_no,
-        b.b_pid,
-        b.b_last
-    FROM JSON_TABLE(v_bases, '$[*]' COLUMNS (
-        b_part_no INT PATH '$[0]',
-        b_pid BIGINT PATH '$[1]',
-        b_last BIGINT PATH '$[2]'
-    )) AS b;
-
-    -- ids the log holds already (G1) or that the batch repeats: such a batch takes the careful
-    -- path below, message by message. A plain read, so it takes no locks
-    SELECT
-        COUNT(msg.message_id),
-        COUNT(*) - COUNT(DISTINCT tp.partition_id, o.msg_id)
-    INTO v_existing, v_repeated
+        o.part_key,
+        o.slot,
+        COUNT(*),
+        COUNT(o.part_rank) = COUNT(*) AND MIN(o.part_rank) = 1 AND MAX(o.part_rank) = COUNT(*)
     FROM queue__publish_offsets AS o
-    INNER JOIN queue__publish_partitions AS tp ON o.part_no = tp.part_no
-    LEFT JOIN queue_messages AS msg ON tp.partition_id = msg.partition_id AND o.msg_id = msg.message_id;
-    IF v_existing > 0 OR v_repeated > 0 THEN
-        SET v_conflict = 1;
+    WHERE o.part_key IS NOT NULL
+    GROUP BY o.part_key, o.slot;
+
+    -- the sequence rows, locked until the caller commits (G3)
+    CALL queue__lock_partitions(v_topic, v_now, v_own_transaction);
+
+    -- elements the caller did not (or not rightly) rank: all numbered here, in input order
+    -- (through a second session table: MySQL cannot open a TEMPORARY table twice in one statement)
+    IF EXISTS (SELECT 1 FROM queue__publish_parts AS k WHERE k.ranked = 0) THEN
+        DROP TEMPORARY TABLE IF EXISTS queue__publish_ranks;
+        CREATE TEMPORARY TABLE queue__publish_ranks (
+            idx INT NOT NULL,
+            part_rank INT NOT NULL,
+            PRIMARY KEY (idx)
+        ) ENGINE = InnoDB;
+        INSERT INTO queue__publish_ranks (idx, part_rank)
+        SELECT
+            o.idx,
+            ROW_NUMBER() OVER (PARTITION BY o.part_key, o.slot ORDER BY o.idx)
+        FROM queue__publish_offsets AS o;
+        UPDATE queue__publish_offsets AS o
+        STRAIGHT_JOIN queue__publish_ranks AS r ON o.idx = r.idx
+        SET o.part_rank = r.part_rank;
+        DROP TEMPORARY TABLE queue__publish_ranks;
     END IF;
 
     -- one pass writes the batch, checking every element on the way: an invalid one gets a NULL
-    -- offset and fails the statement (1048); an id committed since our read fails it too (1062)
-    -- and takes the careful path
-    IF v_conflict = 0 THEN
-        BEGIN
-            -- an invalid value: NULL in a NOT NULL column, out of range, truncated, incorrect, bad base64
-            DECLARE CONTINUE HANDLER FOR 1048, 1264, 1265, 1292, 1366, 1406, 1958 SET v_invalid = 1;
-            DECLARE CONTINUE HANDLER FOR 1062 SET v_conflict = 1;
-            INSERT INTO queue_messages (
-                partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
-                published_at, deliver_at
-            )
-            SELECT
-                tp.partition_id,
-                IF({{ m.batch_problem(fast=True) }} IS NULL, tp.base_offset + o.new_rank, NULL),
-                v_topic,
-                e.msg_key,
-                e.msg_id,
-                {{ m.batch_payload() }},
-                {{ m.batch_metadata() }},
-                v_now,
-                v_now + {{ m.batch_delay() }}
-            FROM {{ m.batch_elements() }} AS e
-            INNER JOIN queue__publish_offsets AS o ON e.j_idx = o.idx
-            LEFT JOIN queue__publish_partitions AS tp ON o.part_no = tp.part_no;
-        END;
-    END IF;
+    -- offset and fails the statement (1048). An id the log holds already, or that the batch
+    -- repeats in one partition, fails it too (1062, G1) and takes the careful path
+    BEGIN
+        -- an invalid value: NULL in a NOT NULL column, out of range, truncated, incorrect, bad base64
+        DECLARE CONTINUE HANDLER FOR 1048, 1264, 1265, 1292, 1366, 1406, 1958 SET v_invalid = 1;
+        DECLARE CONTINUE HANDLER FOR 1062 SET v_conflict = 1;
+        INSERT INTO queue_messages (
+            partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
+            published_at, deliver_at
+        )
+        SELECT
+            tp.partition_id,
+            IF({{ m.batch_problem(fast=True) }} IS NULL, tp.base_offset + o.part_rank, NULL),
+            v_topic,
+            e.msg_key,
+            e.msg_id,
+            {{ m.batch_payload() }},
+            {{ m.batch_metadata() }},
+            v_now,
+            v_now + {{ m.batch_delay() }}
+        FROM {{ m.batch_elements() }} AS e
+        STRAIGHT_JOIN queue__publish_offsets AS o ON e.j_idx = o.idx
+        LEFT JOIN queue__publish_parts AS tp ON o.part_key = tp.part_key AND o.slot = tp.slot;
+    END;
 
     -- bad input: name the first bad element by its 0-based index and field (checked on the
     -- careful path too, which must not store what the one-pass insert would have refused)
@@ -300,61 +247,48 @@ BEGIN  -- noqa: LT02
 
     IF v_conflict = 0 THEN
         -- move each sequence past the rows written: primary-key writes on rows we hold
-        -- (the session table first: read the other way round, the join would lock-scan)
-        UPDATE (
-            SELECT
-                tp.partition_id,
-                tp.base_offset + COUNT(*) AS last_offset
-            FROM queue__publish_offsets AS o
-            INNER JOIN queue__publish_partitions AS tp ON o.part_no = tp.part_no
-            GROUP BY tp.partition_id, tp.base_offset
-        ) AS n
-        STRAIGHT_JOIN queue_partitions AS p ON n.partition_id = p.partition_id
-        SET p.last_offset = n.last_offset;
+        UPDATE queue__publish_parts AS k
+        STRAIGHT_JOIN queue_partitions AS p ON k.partition_id = p.partition_id
+        SET p.last_offset = k.base_offset + k.row_count;
 
         {{ m.commit_if_own_transaction() }};
 
         SELECT
             o.idx - 1 AS idx,
-            tp.base_offset + o.new_rank AS `offset`,
+            tp.base_offset + o.part_rank AS `offset`,
             0 AS duplicate,
             tp.partition_id,
             o.msg_id AS id
         FROM queue__publish_offsets AS o
-        INNER JOIN queue__publish_partitions AS tp ON o.part_no = tp.part_no
+        STRAIGHT_JOIN queue__publish_parts AS tp ON o.part_key = tp.part_key AND o.slot = tp.slot
         ORDER BY o.idx;
     ELSE
-        SELECT JSON_OBJECTAGG(CAST(tp.partition_id AS CHAR), tp.base_offset) INTO v_before
-        FROM queue__publish_partitions AS tp;
-        -- after the careful path: each sequence to the last offset now in the log (our own new
-        -- rows are visible to our plain reads, and nobody else can add to these partitions)
-        SET v_keys = JSON_KEYS(v_before);
-        SET v_i = 0;
-        WHILE v_i < JSON_LENGTH(v_keys) DO
-            SET v_pid = CAST(JSON_UNQUOTE(JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']'))) AS SIGNED);
-            SELECT MAX(msg.msg_offset) INTO v_last FROM queue_messages AS msg WHERE msg.partition_id = v_pid;
-            UPDATE queue_partitions SET last_offset = GREATEST(last_offset, v_last)
-            WHERE partition_id = v_pid;
-            SET v_i = v_i + 1;
-        END WHILE;
+        -- each sequence to the last offset now in the log (our own new rows are visible to our
+        -- plain reads, and nobody else can add to these partitions)
+        UPDATE queue__publish_parts AS k
+        STRAIGHT_JOIN queue_partitions AS p ON k.partition_id = p.partition_id
+        SET p.last_offset = (
+            SELECT MAX(msg.msg_offset) FROM queue_messages AS msg
+            WHERE msg.partition_id = k.partition_id
+        );
 
         {{ m.commit_if_own_transaction() }};
 
+        -- a duplicate: in the log before this call, or an earlier element of the batch with its id
         SELECT
-            e.j_idx - 1 AS idx,
+            o.idx - 1 AS idx,
             msg.msg_offset AS `offset`,
             IF(
-                msg.msg_offset <= CAST(JSON_EXTRACT(v_before, CONCAT('$."', p.partition_id, '"')) AS SIGNED)
-                OR e.j_idx > MIN(e.j_idx) OVER (PARTITION BY p.partition_id, e.msg_id), 1, 0
+                msg.msg_offset <= tp.base_offset
+                OR o.idx > MIN(o.idx) OVER (PARTITION BY tp.partition_id, o.msg_id), 1, 0
             ) AS duplicate,
-            p.partition_id,
+            tp.partition_id,
             msg.message_id AS id
-        FROM {{ m.batch_keys() }} AS e
-        INNER JOIN queue_partitions AS p
-            ON p.topic = v_topic AND p.partition_key = {{ m.batch_part_key() }} AND p.slot = {{ m.batch_slot() }}
-        INNER JOIN queue_messages AS msg ON p.partition_id = msg.partition_id AND e.msg_id = msg.message_id
-        ORDER BY e.j_idx;
+        FROM queue__publish_offsets AS o
+        INNER JOIN queue__publish_parts AS tp ON o.part_key = tp.part_key AND o.slot = tp.slot
+        INNER JOIN queue_messages AS msg ON tp.partition_id = msg.partition_id AND o.msg_id = msg.message_id
+        ORDER BY o.idx;
     END IF;
     DROP TEMPORARY TABLE queue__publish_offsets;
-    DROP TEMPORARY TABLE queue__publish_partitions;
+    DROP TEMPORARY TABLE queue__publish_parts;
 END

@@ -11,7 +11,6 @@ PublishResult(offset=1, duplicate=False, partition_id=1, id="order-1001")
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -82,9 +81,7 @@ class _Publisher:
         return results
 
     def _publish_chunk(self, topic, chunk) -> list[PublishResult]:
-        rows = self._call_rows(
-            _sql.PUBLISH_BATCH, (topic, json.dumps(chunk, separators=(",", ":")))
-        )
+        rows = self._call_rows(_sql.PUBLISH_BATCH, (topic, codec.batch_json(chunk)))
         return [PublishResult.from_row(r) for r in rows]
 
 
@@ -229,7 +226,7 @@ class Client(_Publisher):
         results: list[PublishResult] = []
         for start in range(0, len(elements), chunk_size):
             chunk = elements[start : start + chunk_size]
-            rows = self._call_safely(_sql.PUBLISH_BATCH, (topic, json.dumps(chunk)))
+            rows = self._call_safely(_sql.PUBLISH_BATCH, (topic, codec.batch_json(chunk)))
             results.extend(PublishResult.from_row(r) for r in rows)
         return results
 

@@ -24,6 +24,7 @@ __all__ = [
     "batch_element",
     "batch_element_text",
     "batch_elements",
+    "batch_json",
     "delay_ms",
     "dlq_entry_json",
     "json_line_message",
@@ -131,11 +132,13 @@ def batch_element_text(
     key: str | None = None,
     metadata: str | None = None,
     delay_millis: int | None = None,
+    rank: int | None = None,
 ) -> str:
     """One element of queue_publish_batch's JSON, as text, from values already in the log's
     format (as a Spark row holds them): the payload as bytes (sent as base64) or str (sent as a
     JSON string), metadata as the text of a JSON object (checked, then sent as written: the log
-    stores it as written), the delay in milliseconds (0 or None: none).
+    stores it as written), the delay in milliseconds (0 or None: none), and the element's rank
+    among its call's elements of its key (see :func:`batch_json`).
     """
     if isinstance(payload, str):
         parts = ['{"payload":', json.dumps(payload, ensure_ascii=False)]
@@ -154,6 +157,8 @@ def batch_element_text(
         parts += [',"metadata":', metadata]
     if delay_millis:
         parts += [',"delay_ms":', str(int(delay_millis))]
+    if rank is not None:
+        parts += [',"rank":', str(int(rank))]
     parts.append("}")
     return "".join(parts)
 
@@ -174,6 +179,19 @@ def batch_elements(messages: Any, chunk_size: Any) -> list[dict[str, Any]]:
     # one uuid per call: ids the driver makes for messages without one (a retry is recognised)
     prefix = uuid.uuid4().hex
     return [batch_element(m, f"{prefix}-{i}") for i, m in enumerate(messages)]
+
+
+def batch_json(chunk: list[dict[str, Any]]) -> str:
+    """One call's elements as queue_publish_batch's JSON, each keyed element with its ``rank``:
+    its place among the call's elements of its key. The procedure checks the ranks and then
+    skips numbering the elements itself; an unkeyed element's partition is the server's to pick,
+    so the server numbers those."""
+    seen: dict[str, int] = {}
+    for element in chunk:
+        key = element.get("key")
+        if key is not None:
+            seen[key] = element["rank"] = seen.get(key, 0) + 1
+    return json.dumps(chunk, separators=(",", ":"))
 
 
 # --------------------------------------------------------------------------- messages as JSON

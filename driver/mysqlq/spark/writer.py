@@ -89,6 +89,7 @@ class _Publisher:
         link.open()
         published = duplicates = index = 0
         chunks: dict[str, list[str]] = {}
+        ranks: dict[str, dict[str, int]] = {}
         try:
             for columns in batches:
                 payloads = columns["payload"]
@@ -100,18 +101,26 @@ class _Publisher:
                 topics = columns.get("topic") if self.topic is None else None
                 for i in range(n):
                     index += 1
-                    element = _element(
-                        payloads[i], keys[i], ids[i], metas[i], delays[i], prefix, index
-                    )
                     topic = self.topic if topics is None else topics[i]
                     if not topic:
                         raise InvalidArgument(f"row {index} of the partition has no topic")
                     chunk = chunks.setdefault(topic, [])
-                    chunk.append(element)
+                    # each keyed element's rank in its chunk (the procedure checks it and skips
+                    # numbering the chunk itself)
+                    seen = ranks.setdefault(topic, {})
+                    rank = None
+                    if keys[i] is not None:
+                        rank = seen[keys[i]] = seen.get(keys[i], 0) + 1
+                    chunk.append(
+                        _element(
+                            payloads[i], keys[i], ids[i], metas[i], delays[i], prefix, index, rank
+                        )
+                    )
                     if len(chunk) >= self.chunk_size:
                         p, d = self._send(link, topic, chunk)
                         published, duplicates = published + p, duplicates + d
                         chunk.clear()
+                        seen.clear()
             for topic, chunk in chunks.items():
                 if chunk:
                     p, d = self._send(link, topic, chunk)
@@ -128,7 +137,9 @@ class _Publisher:
         return len(rows) - dup, dup
 
 
-def _element(payload, key, msg_id, metadata, delay, prefix: str, index: int) -> str:
+def _element(
+    payload, key, msg_id, metadata, delay, prefix: str, index: int, rank: int | None = None
+) -> str:
     """One element of queue_publish_batch's JSON, as text (see mysqlq.codec)."""
     if payload is None:
         raise InvalidArgument(f"row {index} of the partition has a NULL payload")
@@ -139,6 +150,7 @@ def _element(payload, key, msg_id, metadata, delay, prefix: str, index: int) -> 
             key=key,
             metadata=metadata,
             delay_millis=delay,
+            rank=rank,
         )
     except InvalidArgument as exc:
         raise InvalidArgument(f"row {index} of the partition: {exc.message}") from None

@@ -177,6 +177,19 @@ def _plan(sizes: dict[str, Any], options: BenchOptions) -> list[dict[str, Any]]:
                     "label": f"publish {mode} {size} x{clients} (mysqlq)",
                 }
             )
+            if mode == "batch" and size == 1000 and clients > 1:
+                # every client on the same keys: batches wait on each other's sequence locks
+                plan.append(
+                    {
+                        "kind": "publish",
+                        "system": "mysqlq",
+                        "mode": "batch-shared",
+                        "size": size,
+                        "clients": clients,
+                        "messages": n,
+                        "label": f"publish batch {size} x{clients}, shared keys (mysqlq)",
+                    }
+                )
             if mode != "tx":
                 plan.append(
                     {

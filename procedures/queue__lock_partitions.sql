@@ -1,0 +1,80 @@
+{% import '_macros.sql' as m %}
+-- Locks the sequence row of every partition in the session table queue__publish_parts (creating
+-- the missing ones) until the caller commits (G3), and fills in their partition_id and base_offset.
+CREATE PROCEDURE queue__lock_partitions(
+    IN p_topic {{ m.name_local() }},
+    IN p_now BIGINT,
+    IN p_own_transaction INT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN  -- noqa: LT02
+    DECLARE v_locked INT DEFAULT 0;  -- noqa: PRS,LT02
+    DECLARE v_parts INT;
+    DECLARE v_pid BIGINT;
+    DECLARE v_last BIGINT;
+    DECLARE v_done INT DEFAULT 0;
+    DECLARE v_key {{ m.name_local() }};
+    DECLARE v_slot INT;
+    DECLARE v_found INT;
+    -- in key order, as every publisher takes them: two batches never wait on each other in a cycle
+    DECLARE c_parts CURSOR FOR
+        SELECT
+            k.part_key,
+            k.slot
+        FROM queue__publish_parts AS k
+        WHERE k.partition_id IS NULL
+        ORDER BY k.part_key, k.slot;
+    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+
+    -- our own READ COMMITTED transaction: one locking read takes every existing row, in key order
+    -- (the session table's primary key drives the join); it locks no gaps
+    IF p_own_transaction = 1 THEN
+        SELECT COUNT(*) INTO v_locked
+        FROM queue__publish_parts AS k
+        STRAIGHT_JOIN queue_partitions AS p
+            ON p.topic = p_topic AND k.part_key = p.partition_key AND k.slot = p.slot
+        FOR UPDATE;
+        IF v_locked > 0 THEN
+            UPDATE queue__publish_parts AS k
+            STRAIGHT_JOIN queue_partitions AS p
+                ON p.topic = p_topic AND k.part_key = p.partition_key AND k.slot = p.slot
+            SET
+                k.partition_id = p.partition_id,
+                k.base_offset = p.last_offset;
+        END IF;
+    END IF;
+    SELECT COUNT(*) INTO v_parts FROM queue__publish_parts;
+
+    -- the rest one by one: missing partitions, or the caller's transaction, where (under REPEATABLE
+    -- READ) a locking read of a missing key would lock the gap and block publishers creating other
+    -- partitions, so a row is locked only once a plain read found it
+    IF v_locked < v_parts THEN
+        OPEN c_parts;
+        part_loop: LOOP
+            SET v_done = 0;
+            FETCH c_parts INTO v_key, v_slot;
+            IF v_done = 1 THEN
+                LEAVE part_loop;
+            END IF;
+            SET v_pid = NULL;
+            SELECT COUNT(*) INTO v_found
+            FROM queue_partitions AS p
+            WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
+            IF v_found = 0 THEN
+                INSERT IGNORE INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
+                VALUES (p_topic, v_slot, v_key, 0, p_now);
+            END IF;
+            SELECT
+                p.partition_id,
+                p.last_offset
+            INTO v_pid, v_last
+            FROM queue_partitions AS p
+            WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot
+            FOR UPDATE;
+            UPDATE queue__publish_parts SET partition_id = v_pid, base_offset = v_last
+            WHERE part_key = v_key AND slot = v_slot;
+        END LOOP;
+        CLOSE c_parts;
+    END IF;
+END
