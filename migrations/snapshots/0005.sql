@@ -321,7 +321,6 @@ MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
     DECLARE v_locked INT DEFAULT 0;
-    DECLARE v_parts INT;
     DECLARE v_pid BIGINT;
     DECLARE v_last BIGINT;
     DECLARE v_done INT DEFAULT 0;
@@ -352,9 +351,8 @@ BEGIN
                 k.base_offset = p.last_offset;
         END IF;
     END IF;
-    SELECT COUNT(*) INTO v_parts FROM queue__publish_parts;
 
-    IF v_locked < v_parts THEN
+    BEGIN
         OPEN c_parts;
         part_loop: LOOP
             SET v_done = 0;
@@ -381,7 +379,7 @@ BEGIN
             WHERE part_key = v_key AND slot = v_slot;
         END LOOP;
         CLOSE c_parts;
-    END IF;
+    END;
 END
 
 -- mysqlq:object procedure queue__open_offsets

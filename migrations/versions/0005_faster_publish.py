@@ -13,7 +13,7 @@ revision = "0005"
 down_revision = "0004"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "dfa09bedbccdc5e2a892c93030328eb4c263173cebe17943da117558e276356a"
+snapshot_sha256 = "fe409bc17310e568749d458ba48bd67caa5f94abe6836c4b14adcf77ada7edbf"
 
 
 def upgrade() -> None:
