@@ -102,13 +102,10 @@ def mysqlq_publish(phase, index, dsn, topic, total, clients, mode, size, state=N
         return mysqlq.connect(dsn)
     client = state
     n = _share(total, clients, index)
-    # each client its own KEYS keys, as each raw client writes its own KEYS partitions: the same
-    # rows. mode "batch-shared" has every client publish to the same KEYS keys instead, so that
-    # batches wait on each other's sequence locks (G3 orders offsets by commit)
-    if mode == "batch-shared":
-        mode, keys = "batch", [f"k{i}" for i in range(KEYS)]
-    else:
-        keys = [f"c{index}-k{i}" for i in range(KEYS)]
+    # each client its own KEYS keys (the raw clients' rows); "batch-shared": all the same KEYS keys
+    shared = mode == "batch-shared"
+    mode = "batch" if shared else mode
+    keys = [f"k{i}" if shared else f"c{index}-k{i}" for i in range(KEYS)]
     if mode == "single":
         for i in range(n):
             client.publish(topic, PAYLOAD, key=keys[i % KEYS])
