@@ -51,6 +51,8 @@ REDRIVE = "CALL queue_redrive(%s, %s, NULL)"
 REDRIVE_ONE = "CALL queue_redrive_one(%s, %s, %s, NULL)"
 GC = "CALL queue_gc(%s, NULL)"
 MAINTENANCE = "CALL queue_maintenance(NULL)"
+# one caller per interval runs queue_maintenance: every subscriber ticks it (runner, interval ms)
+MAINTENANCE_TICK = "CALL queue_maintenance_tick(%s, %s, NULL)"
 
 # reads of documented tables, for metrics, `mysqlq stats` and `mysqlq dlq`. A group's lag is
 # called `unacked` here: LAG is a reserved word since MySQL 8.0 (scripts/check_reserved_words.py)

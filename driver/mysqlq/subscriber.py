@@ -41,7 +41,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from mysqlq import _sql, codec, effects, version
+from mysqlq import _sql, codec, effects, maintenance, version
 from mysqlq.connection import connect as open_connection
 from mysqlq.connection import execute_rows, resolve_dsn
 from mysqlq.errors import Error, InvalidArgument
@@ -137,6 +137,7 @@ class Subscriber:
         max_backoff: float = 300.0,
         dlq_topic: str | None = None,
         max_handler_time: float = 600.0,
+        maintenance_interval: float | None = 10.0,
         metrics: Any = None,
         check_version: bool = True,
     ) -> None:
@@ -156,6 +157,7 @@ class Subscriber:
         _positive("retry_backoff", retry_backoff, low=-1e-12)
         _positive("max_backoff", max_backoff, low=-1e-12)
         _positive("max_handler_time", max_handler_time)
+        maintenance.check_interval(maintenance_interval)
         self.dsn = resolve_dsn(dsn)
         self.topic = topic
         self.group = group
@@ -177,6 +179,8 @@ class Subscriber:
         self.dlq_topic = dlq_topic
         # a running handler keeps its message invisible up to this long, then is given up
         self.max_handler_time = max_handler_time
+        # GC and heartbeat cleanup, one subscriber per interval (None: leave it to the event/cron)
+        self.maintenance_interval = maintenance_interval
         self._metrics = SubscriberMetrics(metrics, topic, group) if metrics else None
 
         self._stopping = threading.Event()
@@ -223,6 +227,10 @@ class Subscriber:
             t = threading.Thread(target=target, name=f"mysqlq-{name}", daemon=True)
             t.start()
             self._threads.append(t)
+        if self.maintenance_interval is not None:
+            self._threads.append(
+                maintenance.start(self.dsn, self.name, self.maintenance_interval, self._stopping)
+            )
         log.info("subscriber %s joined group %s on %s", self.name, self.group, self.topic)
         return self
 

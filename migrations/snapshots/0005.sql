@@ -15,6 +15,15 @@ CREATE TABLE IF NOT EXISTS queue_delivery_state (
     PRIMARY KEY (group_name, partition_id, msg_offset)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin
 
+-- mysqlq:object table queue_maintenance_schedule
+CREATE TABLE IF NOT EXISTS queue_maintenance_schedule (
+    job VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    next_run_at BIGINT NOT NULL,
+    last_run_at BIGINT NULL,
+    last_run_by VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    PRIMARY KEY (job)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin
+
 -- mysqlq:object table queue_messages
 CREATE TABLE IF NOT EXISTS queue_messages (
     partition_id BIGINT NOT NULL,
@@ -1849,6 +1858,62 @@ BEGIN
     CALL queue_gc(100000, v_now);
 END
 
+-- mysqlq:object procedure queue_maintenance_tick
+CREATE PROCEDURE queue_maintenance_tick(
+    IN p_runner LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_interval_ms BIGINT,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_ran INT DEFAULT 0;
+    DECLARE v_next BIGINT;
+    DECLARE v_exists INT;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        ROLLBACK;
+        RESIGNAL;
+    END;
+
+    IF p_runner IS NULL OR CHAR_LENGTH(p_runner) NOT BETWEEN 1 AND 191 OR p_runner LIKE '% ' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_runner must be 1 to 191 characters, not ending in a space';
+    END IF;
+    IF p_interval_ms IS NULL OR p_interval_ms NOT BETWEEN 1000 AND 31536000000 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_interval_ms must be set and between 1000 and 31536000000 ms';
+    END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
+
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
+    UPDATE queue_maintenance_schedule
+    SET next_run_at = v_now + p_interval_ms, last_run_at = v_now, last_run_by = p_runner
+    WHERE job = 'maintenance' AND next_run_at <= v_now;
+    SET v_ran = ROW_COUNT();
+    IF v_ran = 0 THEN
+        SELECT COUNT(*) INTO v_exists FROM queue_maintenance_schedule AS s
+        WHERE s.job = 'maintenance';
+        IF v_exists = 0 THEN
+            INSERT IGNORE INTO queue_maintenance_schedule (job, next_run_at, last_run_at, last_run_by)
+            VALUES ('maintenance', v_now + p_interval_ms, v_now, p_runner);
+            SET v_ran = ROW_COUNT();
+        END IF;
+    END IF;
+    SELECT MAX(s.next_run_at) INTO v_next FROM queue_maintenance_schedule AS s
+    WHERE s.job = 'maintenance';
+    COMMIT;
+
+    SELECT
+        v_ran AS ran,
+        v_next AS next_run_at;
+    IF v_ran = 1 THEN
+        CALL queue_maintenance(v_now);
+    END IF;
+END
+
 -- mysqlq:object procedure queue_nack
 CREATE PROCEDURE queue_nack(
     IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
@@ -3043,4 +3108,4 @@ END
 -- mysqlq:object event queue_maintenance_event
 CREATE EVENT IF NOT EXISTS queue_maintenance_event
 ON SCHEDULE EVERY 10 SECOND
-DO CALL queue_maintenance(NULL)
+DO CALL queue_maintenance_tick('#event', 10000, NULL)

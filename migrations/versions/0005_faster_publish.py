@@ -13,7 +13,7 @@ revision = "0005"
 down_revision = "0004"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "fe409bc17310e568749d458ba48bd67caa5f94abe6836c4b14adcf77ada7edbf"
+snapshot_sha256 = "2849dea671e59d6fdbe2cbbbc0fbd49d5eb769afa84cecfd9e1c8310b7489526"
 
 
 def upgrade() -> None:

@@ -59,6 +59,9 @@ CONSUMER_PROCEDURES = (
     "queue_ack_tx",
     "queue_nack_tx",
     "queue_dead_letter_tx",
+    # subscribers tick GC and heartbeat cleanup (one run per interval; deletes only what every
+    # group has passed, G9)
+    "queue_maintenance_tick",
 )
 # what changes other groups' or the topic's state, or deletes: the admin's alone
 ADMIN_PROCEDURES = (
@@ -83,6 +86,7 @@ READER_TABLES = (
     "queue_partition_leases",
     "queue_subscriber_heartbeats",
     "queue_subscriptions",
+    "queue_maintenance_schedule",
 )
 # the migration installs tables, routines and events and stamps its version table; `mysqlq stats`
 # and `mysqlq dlq` read the tables

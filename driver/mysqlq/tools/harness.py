@@ -87,6 +87,14 @@ def install_schema(
     ``disable_events``: leave the events DISABLED, so that a server whose event scheduler is on
     (MySQL's default) runs no maintenance behind a test or a measurement.
     """
+    if disable_events:
+        # created DISABLED: an event created enabled could run once before an ALTER disables it
+        objects = [
+            SchemaObject(o.kind, o.name, o.sql.replace("\nDO ", "\nDISABLE\nDO ", 1))
+            if o.kind == "event"
+            else o
+            for o in objects
+        ]
     cur = admin.cursor()
     try:
         cur.execute(f"USE `{name}`")
