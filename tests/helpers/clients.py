@@ -266,6 +266,7 @@ CURSOR_PROCEDURES = {
 # their cursors run in a routine they call, and they send their result after it returned: MariaDB
 # clears the flag when the nested CALL ends, MySQL keeps it
 NESTED_CURSOR_PROCEDURES = {
+    "queue_publish_batch",
     "queue_ack",
     "queue_nack",
     "queue_extend",

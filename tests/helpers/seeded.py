@@ -154,6 +154,7 @@ SIGNATURES: dict[str, dict[str, Any]] = {
     },
     "queue_gc": {"p_limit": 1000, "p_now": None},
     "queue_maintenance": {"p_now": None},
+    "queue_maintenance_tick": {"p_runner": SUBSCRIBER, "p_interval_ms": HOUR_MS, "p_now": None},
     "queue_version": {},  # no parameter: nothing to get wrong
 }
 
@@ -198,6 +199,8 @@ def seed(conn: Any) -> None:
         conn, "SELECT partition_id, msg_offset FROM queue_messages WHERE topic = 'orders_dlq'"
     )
     SIGNATURES["queue_redrive_one"].update(p_partition_id=pid, p_offset=offset)
+    # maintenance ran now: another tick within the hour finds nothing to do
+    call(conn, "queue_maintenance_tick", SUBSCRIBER, HOUR_MS, None)
 
 
 def scalar_rows(conn: Any, sql: str) -> list[tuple]:

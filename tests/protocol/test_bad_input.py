@@ -307,6 +307,11 @@ PARAM_KINDS: dict[str, dict[str, list]] = {
     },
     "queue_gc": {"p_limit": count_values(1_000_000, allow_null=False), "p_now": NOW_VALUES},
     "queue_maintenance": {"p_now": NOW_VALUES},
+    "queue_maintenance_tick": {
+        "p_runner": NAME_REQUIRED,
+        "p_interval_ms": ms_values(1000, allow_null=False),
+        "p_now": NOW_VALUES,
+    },
     "queue_version": {},
 }
 
