@@ -117,6 +117,8 @@ class _SubscriberSettler:
 class Subscriber:
     """A member of consumer group ``group`` on ``topic``; see the module documentation."""
 
+    message_class: type[Message] = Message  # what a fetched row becomes (mysqlq.aio: its own)
+
     def __init__(
         self,
         dsn: str | None = None,
@@ -200,15 +202,17 @@ class Subscriber:
         self._handler_seconds = 0.0
 
         # validate the arguments and the schema now, not in a background thread
+        self._check_version = check_version
+        self._register()
+
+    def _register(self) -> None:
+        """Check the schema's version and join the group (mysqlq.aio does it off the loop)."""
+        args = (self.group, self.topic, self.name, self.max_attempts, self.dlq_topic)
         conn = open_connection(self.dsn)
         try:
-            if check_version:
+            if self._check_version:
                 version.check_version(conn, _sql.PROTOCOL_VERSION)
-            execute_rows(
-                conn,
-                _sql.SUBSCRIBE,
-                (group, topic, self.name, max_attempts, dlq_topic, _ms(lease_duration)),
-            )
+            execute_rows(conn, _sql.SUBSCRIBE, (*args, _ms(self.lease_duration)))
         finally:
             conn.close()
 
@@ -217,7 +221,7 @@ class Subscriber:
     def start(self) -> Subscriber:
         if self._threads:
             raise Error("subscriber already started")
-        self._pool = HandlerPool(self.concurrency)
+        self._pool = self._new_pool()
         for name, target in (
             ("lease", self._lease_loop),
             ("fetch", self._fetch_loop),
@@ -233,6 +237,9 @@ class Subscriber:
             )
         log.info("subscriber %s joined group %s on %s", self.name, self.group, self.topic)
         return self
+
+    def _new_pool(self) -> Any:
+        return HandlerPool(self.concurrency)
 
     def run(self) -> None:
         """Run until SIGTERM or SIGINT (or :meth:`stop` from another thread), then stop
@@ -381,7 +388,7 @@ class Subscriber:
         self._wake.clear()
 
     def _dispatch(self, rows: list[dict], deadline: float) -> None:
-        messages = [Message.from_row(r, self._settler) for r in rows]
+        messages = [self.message_class.from_row(r, self._settler) for r in rows]
         self._count("delivered", len(messages))
         if self._metrics:
             self._metrics.delivered.inc(len(messages))
@@ -413,22 +420,24 @@ class Subscriber:
         try:
             self.handler(message)
         except Exception as exc:  # a failing handler nacks its message
+            self._handled(message, started, exc)
+        else:
+            self._handled(message, started)
+
+    def _handled(self, message: Message, started: float, exc: BaseException | None = None) -> None:
+        """What follows a handler (shared with mysqlq.aio, whose handlers are coroutines)."""
+        elapsed = time.perf_counter() - started
+        with self._lock:
+            self._handler_seconds += elapsed
+        if self._metrics:
+            self._metrics.handler_seconds.observe(elapsed)
+        if exc is not None:
             self._count("handler_errors")
             text = codec.error_text(f"{type(exc).__name__}: {exc}")
             log.warning("handler failed on %s: %s", _where(message), text)
-            if not message.settled:
-                message._outcome = "nack"
-                self._settle(message, "nack", delay=None, error=text)
-        else:
-            if not message.settled:
-                message._outcome = "ack"
-                self._settle(message, "ack")
-        finally:
-            elapsed = time.perf_counter() - started
-            with self._lock:
-                self._handler_seconds += elapsed
-            if self._metrics:
-                self._metrics.handler_seconds.observe(elapsed)
+        if not message.settled:
+            message._outcome = "ack" if exc is None else "nack"
+            self._settle(message, message._outcome, delay=None, error=None if exc is None else text)
 
     def _count(self, name: str, n: int = 1) -> None:
         with self._lock:
