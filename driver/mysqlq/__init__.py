@@ -1,5 +1,8 @@
 """mysqlq: a message queue implemented as MySQL/MariaDB stored procedures."""
 
+import importlib
+from typing import Any
+
 from mysqlq.client import Client, PublishResult, Transaction, connect
 from mysqlq.errors import (
     ConnectionLost,
@@ -18,6 +21,14 @@ from mysqlq.errors import (
 )
 from mysqlq.message import Message
 from mysqlq.subscriber import Subscriber
+
+
+def __getattr__(name: str) -> Any:
+    # mysqlq.aio (for asyncio applications) loads when first used: `import mysqlq` stays light
+    if name == "aio":
+        return importlib.import_module("mysqlq.aio")
+    raise AttributeError(f"module 'mysqlq' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 
