@@ -267,6 +267,8 @@ def test_handler_transaction_commits_its_writes_with_the_ack(dsn, conn):
                 await tx.execute("INSERT INTO effects (msg_id) VALUES (%s)", (msg.id,))
                 if msg.id == "x-a-2" and msg.attempt == 1:
                     raise RuntimeError("rolled back with its write")
+                if msg.id == "x-b-3":  # settled in the transaction: no ack at its end
+                    await msg.dead_letter("kept its write, dead-lettered", tx=tx)
             handled.add(msg.id)
             if handled == set(ids):
                 done.set()
@@ -278,7 +280,14 @@ def test_handler_transaction_commits_its_writes_with_the_ack(dsn, conn):
     stats = run(main())
     effects = rows(conn, "SELECT msg_id, COUNT(*) AS n FROM effects GROUP BY msg_id")
     assert {r["msg_id"]: r["n"] for r in effects} == {i: 1 for i in ids}
-    assert stats["acked_in_transaction"] == len(ids)
+    assert stats["acked_in_transaction"] == len(ids) - 1
+    assert stats["dead_lettered_in_transaction"] == 1
+    dead = rows(
+        conn, "SELECT origin_message_id, last_error FROM queue_messages WHERE topic = 'orders_dlq'"
+    )
+    assert [(r["origin_message_id"], r["last_error"]) for r in dead] == [
+        ("x-b-3", "kept its write, dead-lettered")
+    ]
     with mysqlq.connect(dsn) as client:
         (group,) = [s for s in client.stats() if s["group_name"] == "g1"]
     assert group["lag"] == 0
