@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Awaitable
 from typing import Any
 
 import pytest
-from helpers.support import rows, scalar
+from helpers.support import rows, scalar, wait_until
 
 import mysqlq
 import mysqlq.aio
@@ -423,3 +427,53 @@ def test_max_handler_time_cancels_a_hung_handler_and_its_key_goes_on(dsn):
     assert runs[0] == ("t-k-1", 1)
     assert set(runs[1:]) == {("t-k-2", 1), ("t-k-1", 2)}
     assert stats["given_up"] == 1 and stats["acked"] == 2
+
+
+# --------------------------------------------------------------------------- a worker process
+
+WORKER = """
+import asyncio, signal, sys
+import mysqlq.aio
+
+async def handle(msg):
+    print("HANDLED", msg.id, flush=True)
+
+async def main():
+    sub = mysqlq.aio.Subscriber(
+        sys.argv[1], topic="orders", group="g1", name="proc", handler=handle,
+        poll_interval=0.05, rebalance_interval=0.2,
+    )
+    await sub.run(stop_on_sigterm=True)
+    print("STOPPED", flush=True)
+
+try:
+    asyncio.run(main())
+except KeyboardInterrupt:
+    print("STOPPED", flush=True)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_worker_process_stops_gracefully_on_a_signal(dsn, conn, tmp_path, sig):
+    """``asyncio.run(main())``: Ctrl-C cancels the run task, and ``stop_on_sigterm`` turns
+    SIGTERM into a stop; either way the leases are released and the subscriber deregisters."""
+    publish_keys(dsn, ["a"], 1, prefix="p")
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    with out.open("wb") as o:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WORKER, dsn], stdout=o, stderr=subprocess.STDOUT, env=env
+        )
+    try:
+        wait_until(lambda: "HANDLED p-a-1" in out.read_text(), WAIT, what="the worker's handler")
+        proc.send_signal(sig)
+        assert proc.wait(timeout=WAIT) == 0, out.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "STOPPED" in out.read_text()
+    assert held_by(conn, "proc") == (0, 0)
+    with mysqlq.connect(dsn) as client:
+        (group,) = [s for s in client.stats() if s["group_name"] == "g1"]
+    assert group["lag"] == 0  # the ack was flushed
