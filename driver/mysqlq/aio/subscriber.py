@@ -140,6 +140,7 @@ class Subscriber(sync_subscriber.Subscriber):
         self._executor: ThreadPoolExecutor | None = None
         self._tx_idle: list[Any] = []
         self._tx_lock = threading.Lock()
+        self._tx_closed = False
         self._registered = False
         self._stop_requested = asyncio.Event()
         self._stop_task: asyncio.Future | None = None
@@ -234,7 +235,9 @@ class Subscriber(sync_subscriber.Subscriber):
         self._flusher.finish()
         await asyncio.to_thread(_join, self._threads, time.monotonic() + 5.0)
         if self._executor is not None:
-            await asyncio.to_thread(self._executor.shutdown, wait=True)
+            # a statement of a cancelled handler's transaction may still run: it finishes (and
+            # its connection closes) in the background, stop() does not wait for it
+            self._executor.shutdown(wait=False)
         self._close_idle_transactions()
         self._stopped.set()
         log.info("subscriber %s left group %s", self.name, self.group)
@@ -315,10 +318,13 @@ class Subscriber(sync_subscriber.Subscriber):
         finally:
             if slot:
                 with self._tx_lock:
-                    self._tx_idle.append(slot.pop())
+                    if not self._tx_closed:
+                        self._tx_idle.append(slot.pop())
+                discard()  # after stop: closed, not kept
 
     def _close_idle_transactions(self) -> None:
         with self._tx_lock:
+            self._tx_closed = True
             idle, self._tx_idle = self._tx_idle, []
         for conn in idle:
             with contextlib.suppress(Exception):
