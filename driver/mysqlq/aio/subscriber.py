@@ -173,8 +173,10 @@ class Subscriber(sync_subscriber.Subscriber):
         """Start, then run until :meth:`stop` or until the task running this is cancelled; then
         stop gracefully (running handlers get ``stop_timeout`` seconds) and, when cancelled,
         raise ``CancelledError``. ``stop_on_sigterm``: SIGTERM stops it too (leave it off under
-        a server such as uvicorn, which handles its signals and its shutdown itself)."""
-        await self.start()
+        a server such as uvicorn, which handles its signals and its shutdown itself). Starts the
+        subscriber unless :meth:`start` did already."""
+        if not self._threads:
+            await self.start()
         loop = asyncio.get_running_loop()
         handled = False
         if stop_on_sigterm:
