@@ -51,6 +51,7 @@ from mysqlq.holdings import Holdings
 from mysqlq.link import Link
 from mysqlq.message import Message
 from mysqlq.metrics import SubscriberMetrics
+from mysqlq.settler import SubscriberSettler
 
 __all__ = ["Subscriber"]
 
@@ -72,46 +73,6 @@ def _positive(name: str, value: float, *, integer: bool = False, low: float = 0.
         raise InvalidArgument(f"{name} must be an integer, not {value!r}")
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > low:
         raise InvalidArgument(f"{name} must be a number above {low:g}, not {value!r}")
-
-
-class _SubscriberSettler:
-    """The :class:`~mysqlq.message.Settler` of a subscriber's messages."""
-
-    def __init__(self, subscriber: Subscriber) -> None:
-        self._subscriber = subscriber
-
-    def settle(
-        self,
-        message: Message,
-        outcome: str,
-        *,
-        delay: float | None = None,
-        error: str | None = None,
-    ) -> None:
-        self._subscriber._settle(message, outcome, delay=delay, error=error)
-
-    def extend(self, message: Message, seconds: float) -> None:
-        self._subscriber._extend(message, seconds)
-
-    def settle_in(
-        self,
-        message: Message,
-        outcome: str,
-        conn: Any,
-        *,
-        delay: float | None = None,
-        error: str | None = None,
-    ) -> None:
-        self._subscriber._settle_in(message, outcome, conn, delay=delay, error=error)
-
-    def transaction(self, message: Message) -> Any:
-        sub = self._subscriber
-        return effects.transaction(
-            sub._tx_connection,
-            sub._tx_discard,
-            lambda msg, conn: sub._settle_in(msg, "ack", conn),
-            message,
-        )
 
 
 class Subscriber:
@@ -191,7 +152,7 @@ class Subscriber:
         self._lock = threading.Lock()
         # the flush loop's queue; stop() finishes it once every buffered message is in it
         self._flusher = Flusher(group, self.name, self._record, self._wake.set)
-        self._settler = _SubscriberSettler(self)
+        self._settler = SubscriberSettler(self)
         # leases, buffered and running messages
         self._holdings = Holdings(max_handler_time)
         # per handler thread: the connection of msg.transaction() (opened on first use)

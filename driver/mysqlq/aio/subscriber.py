@@ -37,6 +37,7 @@ from mysqlq.aio.message import HandlerTransaction, Message
 from mysqlq.connection import connect as open_connection
 from mysqlq.errors import Error
 from mysqlq.flusher import Settlement
+from mysqlq.settler import SubscriberSettler
 
 __all__ = ["Subscriber"]
 
@@ -111,7 +112,7 @@ class _TaskPool:
                 self._slots.release()
 
 
-class _Settler(sync_subscriber._SubscriberSettler):
+class _Settler(SubscriberSettler):
     """The sync subscriber's settler, with the handler's transaction made async."""
 
     def transaction(self, message: Any) -> ThreadedContext[HandlerTransaction]:
