@@ -5,6 +5,7 @@ from typing import Any
 
 from mysqlq.client import Client, PublishResult, Transaction, connect
 from mysqlq.errors import (
+    CommitFailed,
     ConnectionLost,
     DatabaseError,
     Deadlock,
@@ -16,7 +17,9 @@ from mysqlq.errors import (
     PermissionDenied,
     SchemaMismatch,
     ServerMisconfigured,
+    ServerReadOnly,
     StaleDelivery,
+    TransactionTooLarge,
     TransientError,
 )
 from mysqlq.message import Message
@@ -34,6 +37,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client",
+    "CommitFailed",
     "ConnectionLost",
     "DatabaseError",
     "Deadlock",
@@ -47,9 +51,11 @@ __all__ = [
     "PublishResult",
     "SchemaMismatch",
     "ServerMisconfigured",
+    "ServerReadOnly",
     "StaleDelivery",
     "Subscriber",
     "Transaction",
+    "TransactionTooLarge",
     "TransientError",
     "__version__",
     "connect",

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 import MySQLdb
 
 __all__ = [
+    "CommitFailed",
     "ConnectionLost",
     "DatabaseError",
     "Deadlock",
@@ -40,7 +41,9 @@ __all__ = [
     "PermissionDenied",
     "SchemaMismatch",
     "ServerMisconfigured",
+    "ServerReadOnly",
     "StaleDelivery",
+    "TransactionTooLarge",
     "TransientError",
     "translate",
     "translating",
@@ -113,12 +116,32 @@ class LockTimeout(TransientError):
     """A lock wait timed out (1205); only the statement was rolled back."""
 
 
+class ServerReadOnly(ConnectionLost):
+    """The server refuses writes (1290: ``read_only``/``super_read_only``), as a Group Replication
+    secondary or a demoted primary does: reconnect and find the writable primary."""
+
+
+class CommitFailed(TransientError):
+    """The commit was refused and the transaction rolled back: a Group Replication certification
+    conflict (3101) or an error during COMMIT (1180). Safe to retry where the call is repeatable
+    (every publish carries ids, G1)."""
+
+
+class TransactionTooLarge(DatabaseError):
+    """The transaction is over ``group_replication_transaction_size_limit`` (3100): retrying cannot
+    help; publish smaller batches (``chunk_size``) or raise the limit."""
+
+
 ER_SIGNAL_EXCEPTION = 1644  # SIGNAL with a user SQLSTATE class '45'
 ER_SP_DOES_NOT_EXIST = 1305
 ER_NO_SUCH_TABLE = 1146
 ER_LOCK_DEADLOCK = 1213
 ER_LOCK_WAIT_TIMEOUT = 1205
 ER_BINLOG_STMT_MODE_AND_ROW_ENGINE = 1665
+ER_OPTION_PREVENTS_STATEMENT = 1290  # --read-only / --super-read-only
+ER_ERROR_DURING_COMMIT = 1180
+ER_RUN_HOOK_ERROR = 3100  # Group Replication's before_commit hook: the transaction is too large
+ER_TRANSACTION_ROLLBACK_DURING_COMMIT = 3101  # Group Replication certification failure
 # the server refuses an argument it cannot convert to the parameter's type before the call runs
 DENIED_ERRNOS = frozenset({1044, 1142, 1143, 1227, 1370})
 CONVERSION_ERRNOS = frozenset({1264, 1265, 1366, 1406})
@@ -195,6 +218,17 @@ def translate(exc: BaseException) -> Error:
         )
     if errno == ER_LOCK_DEADLOCK:
         return Deadlock(text, errno)
+    if errno == ER_OPTION_PREVENTS_STATEMENT and "read" in message.lower():
+        return ServerReadOnly(text, errno)
+    if errno in (ER_ERROR_DURING_COMMIT, ER_TRANSACTION_ROLLBACK_DURING_COMMIT):
+        return CommitFailed(text, errno)
+    if errno == ER_RUN_HOOK_ERROR:
+        return TransactionTooLarge(
+            "the transaction is too large for the group (group_replication_transaction_size_limit, "
+            "150 MB by default): publish smaller batches (chunk_size) or raise the limit "
+            f"[{text}]",
+            errno,
+        )
     if errno == ER_LOCK_WAIT_TIMEOUT:
         return LockTimeout(text, errno)
     if errno in CONNECTION_ERRNOS:

@@ -25,8 +25,18 @@ def test_hierarchy() -> None:
     ):
         assert issubclass(cls, mysqlq.Error)
     assert issubclass(errors.NotMigrated, errors.SchemaMismatch)
-    for cls in (errors.ConnectionLost, errors.Deadlock, errors.LockTimeout):
+    for cls in (
+        errors.ConnectionLost,
+        errors.Deadlock,
+        errors.LockTimeout,
+        errors.ServerReadOnly,
+        errors.CommitFailed,
+    ):
         assert issubclass(cls, errors.TransientError)
+    # a demoted server: reconnect (to find the primary), as after a lost connection
+    assert issubclass(errors.ServerReadOnly, errors.ConnectionLost)
+    # retrying cannot make a transaction smaller
+    assert not issubclass(errors.TransactionTooLarge, errors.TransientError)
 
 
 @pytest.mark.parametrize(
@@ -44,6 +54,23 @@ def test_hierarchy() -> None:
         (2013, "Lost connection to server during query", errors.ConnectionLost),
         (2003, "Can't connect to MySQL server", errors.ConnectionLost),
         (1062, "Duplicate entry", errors.DatabaseError),
+        (
+            1290,
+            "The MySQL server is running with the --super-read-only option so it cannot "
+            "execute this statement",
+            errors.ServerReadOnly,
+        ),
+        (
+            3101,
+            "Plugin instructed the server to rollback the current transaction.",
+            errors.CommitFailed,
+        ),
+        (1180, "Got error 149 during COMMIT", errors.CommitFailed),
+        (
+            3100,
+            "Error on observer while running replication hook 'before_commit'.",
+            errors.TransactionTooLarge,
+        ),
     ],
 )
 def test_translate(errno: int, message: str, expected: type) -> None:
@@ -152,3 +179,52 @@ def test_conversion_error_of_a_user_column_stays_a_database_error() -> None:
         MySQLdb.OperationalError(1406, "Data too long for column 'name' at row 1")
     )
     assert type(exc) is errors.DatabaseError
+
+
+def test_too_large_names_the_setting() -> None:
+    exc = errors.translate(MySQLdb.OperationalError(3100, "Error on observer"))
+    assert "group_replication_transaction_size_limit" in str(exc) and "chunk_size" in str(exc)
+
+
+def test_a_read_only_server_raises_server_read_only(tmp_path) -> None:
+    """A real server made read-only (as a Group Replication secondary is) refuses a publish with
+    1290: the driver raises ServerReadOnly, a ConnectionLost, so its retry reconnects; once the
+    server is writable again the publish goes through, stored once. The schema is installed by
+    an admin without SUPER, so that read_only applies to its DEFINER routines on both servers."""
+    from mysqlq.schema import grants, migrate
+    from mysqlq.tools import harness, localserver
+
+    server = localserver.throwaway(tmp_path / "server")
+    try:
+        with harness.throwaway_database(server.dsn, objects=None) as db:
+            root = db.connect()
+            cur = root.cursor()
+            base = mysqlq.connection.parse_dsn(db.dsn)
+            dsns = {}
+            for user, role in (("mq_adm", "admin"), ("mq_pub", "publisher")):
+                cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{user}-Secret-1'")
+                dsns[role] = str(base.replace(username=user, password=f"{user}-Secret-1"))
+            account = {"admin": grants.Account("mq_adm"), "publisher": None, "consumer": None}
+            for statement in grants.grant_statements(db.name, **account):
+                cur.execute(statement.rstrip(";"))
+            migrate.upgrade(dsns["admin"], "head")
+            account = {"admin": None, "publisher": grants.Account("mq_pub"), "consumer": None}
+            for statement in grants.grant_statements(db.name, **account):
+                cur.execute(statement.rstrip(";"))
+            client = mysqlq.connect(dsns["publisher"])
+            assert client.publish("t", b"x", key="k", id="m-1").offset == 1
+            cur.execute("SET GLOBAL read_only = ON")
+            try:
+                with pytest.raises(errors.ServerReadOnly):
+                    client.publish("t", b"y", key="k", id="m-2")
+                timer = threading.Timer(0.3, lambda: cur.execute("SET GLOBAL read_only = OFF"))
+                timer.start()
+                # retried (reconnecting) until the server takes writes again
+                assert client.publish("t", b"y", key="k", id="m-2").offset == 2
+                timer.join()
+            finally:
+                cur.execute("SET GLOBAL read_only = OFF")
+            assert client.publish("t", b"y", key="k", id="m-2").duplicate
+            client.close()
+    finally:
+        server.stop()
