@@ -76,8 +76,8 @@ class _Publisher:
     def _publish_batch(self, topic, messages, chunk_size) -> list[PublishResult]:
         elements = codec.batch_elements(messages, chunk_size)
         results: list[PublishResult] = []
-        for start in range(0, len(elements), chunk_size):
-            results.extend(self._publish_chunk(topic, elements[start : start + chunk_size]))
+        for chunk in codec.chunks(elements, chunk_size):
+            results.extend(self._publish_chunk(topic, chunk))
         return results
 
     def _publish_chunk(self, topic, chunk) -> list[PublishResult]:
@@ -215,7 +215,8 @@ class Client(_Publisher):
         chunk_size: int = 1000,
         conn: MySQLdb.connections.Connection | None = None,
     ) -> list[PublishResult]:
-        """Publish many messages, ``chunk_size`` per round trip. Each message is a payload
+        """Publish many messages, ``chunk_size`` per round trip (fewer when their payloads pass
+        ``codec.CHUNK_BYTES``, 8 MiB). Each message is a payload
         (bytes or str) or a mapping with ``payload`` and optional ``key``, ``id``, ``metadata``,
         ``delay`` (seconds). Results come back in input order. Every message is checked before
         the first chunk is sent, so bad input publishes nothing; without ``conn`` each chunk
@@ -224,8 +225,7 @@ class Client(_Publisher):
             return Transaction(conn).publish_batch(topic, messages, chunk_size=chunk_size)
         elements = codec.batch_elements(messages, chunk_size)
         results: list[PublishResult] = []
-        for start in range(0, len(elements), chunk_size):
-            chunk = elements[start : start + chunk_size]
+        for chunk in codec.chunks(elements, chunk_size):
             rows = self._call_safely(_sql.PUBLISH_BATCH, (topic, codec.batch_json(chunk)))
             results.extend(PublishResult.from_row(r) for r in rows)
         return results

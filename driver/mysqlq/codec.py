@@ -13,7 +13,7 @@ import contextlib
 import json
 import math
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from mysqlq.errors import InvalidArgument
@@ -25,6 +25,7 @@ __all__ = [
     "batch_element_text",
     "batch_elements",
     "batch_json",
+    "chunks",
     "delay_ms",
     "dlq_entry_json",
     "json_line_message",
@@ -179,6 +180,31 @@ def batch_elements(messages: Any, chunk_size: Any) -> list[dict[str, Any]]:
     # one uuid per call: ids the driver makes for messages without one (a retry is recognised)
     prefix = uuid.uuid4().hex
     return [batch_element(m, f"{prefix}-{i}") for i, m in enumerate(messages)]
+
+
+# a chunk's payloads (as sent: base64 or text) stay under this many bytes: the call's statement
+# under the server's max_allowed_packet (16 MiB on MariaDB, 64 MiB on MySQL) with room for the
+# JSON around them, and its transaction far under Group Replication's 150 MB size limit
+CHUNK_BYTES = 8 << 20
+
+
+def chunks(
+    elements: list[dict[str, Any]], chunk_size: int, max_bytes: int | None = None
+) -> Iterator[list[dict[str, Any]]]:
+    """``elements`` in order, in chunks of at most ``chunk_size`` elements whose payloads add up
+    to at most ``max_bytes`` (default :data:`CHUNK_BYTES`; a single larger element goes alone)."""
+    max_bytes = CHUNK_BYTES if max_bytes is None else max_bytes
+    chunk: list[dict[str, Any]] = []
+    size = 0
+    for element in elements:
+        n = len(element.get("payload_b64") or element.get("payload") or "")
+        if chunk and (len(chunk) >= chunk_size or size + n > max_bytes):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(element)
+        size += n
+    if chunk:
+        yield chunk
 
 
 def batch_json(chunk: list[dict[str, Any]]) -> str:

@@ -10,6 +10,7 @@ import pytest
 from helpers.support import Consumer, rows, scalar, wait_until
 
 import mysqlq
+from mysqlq import codec
 from mysqlq.message import Message
 
 
@@ -526,3 +527,25 @@ def test_a_huge_handler_error_is_stored_cut_not_lost(latin1_db):
     assert entry["last_error"].startswith("ValueError: 😀😀")
     assert entry["last_error"].endswith("… (truncated)")
     assert len(entry["last_error"]) == 16_000
+
+
+def test_publish_batch_caps_chunks_by_bytes(client, conn, monkeypatch):
+    """A chunk stops at chunk_size messages or at codec.CHUNK_BYTES of payload (as sent, base64),
+    whichever comes first, so a batch of large messages stays under max_allowed_packet and Group
+    Replication's transaction size limit; a message larger than the cap goes alone."""
+    monkeypatch.setattr(codec, "CHUNK_BYTES", 1000)
+    sizes = []
+    original = client._call_safely
+
+    def counting(sql, args):
+        sizes.append(len(json.loads(args[1])))
+        return original(sql, args)
+
+    monkeypatch.setattr(client, "_call_safely", counting)
+    payloads = [b"a" * 300] * 5 + [b"b" * 2000] + [b"c" * 10] * 3  # base64: 400, 2668, 16 bytes
+    results = client.publish_batch(
+        "big", [{"payload": p, "key": "k", "id": f"m{i}"} for i, p in enumerate(payloads)]
+    )
+    assert sizes == [2, 2, 1, 1, 3]
+    assert [r.offset for r in results] == list(range(1, 10))
+    assert count(conn, "big") == 9

@@ -90,6 +90,7 @@ class _Publisher:
         published = duplicates = index = 0
         chunks: dict[str, list[str]] = {}
         ranks: dict[str, dict[str, int]] = {}
+        sizes: dict[str, int] = {}
         try:
             for columns in batches:
                 payloads = columns["payload"]
@@ -111,16 +112,30 @@ class _Publisher:
                     rank = None
                     if keys[i] is not None:
                         rank = seen[keys[i]] = seen.get(keys[i], 0) + 1
-                    chunk.append(
-                        _element(
-                            payloads[i], keys[i], ids[i], metas[i], delays[i], prefix, index, rank
-                        )
+                    element = _element(
+                        payloads[i], keys[i], ids[i], metas[i], delays[i], prefix, index, rank
                     )
+                    # a chunk also stops before its text passes codec.CHUNK_BYTES (the packet and
+                    # Group Replication's transaction size limit); a larger element goes alone
+                    if chunk and sizes[topic] + len(element) > codec.CHUNK_BYTES:
+                        p, d = self._send(link, topic, chunk)
+                        published, duplicates = published + p, duplicates + d
+                        chunk.clear()
+                        seen.clear()
+                        sizes[topic] = 0
+                        if keys[i] is not None:
+                            seen[keys[i]] = 1
+                            element = _element(
+                                payloads[i], keys[i], ids[i], metas[i], delays[i], prefix, index, 1
+                            )
+                    chunk.append(element)
+                    sizes[topic] = sizes.get(topic, 0) + len(element)
                     if len(chunk) >= self.chunk_size:
                         p, d = self._send(link, topic, chunk)
                         published, duplicates = published + p, duplicates + d
                         chunk.clear()
                         seen.clear()
+                        sizes[topic] = 0
             for topic, chunk in chunks.items():
                 if chunk:
                     p, d = self._send(link, topic, chunk)
