@@ -32,6 +32,7 @@ import MySQLdb
 import MySQLdb.cursors
 from MySQLdb.constants import CLIENT
 
+from mysqlq import primary
 from mysqlq.errors import InvalidDSN, translating
 
 __all__ = [
@@ -95,6 +96,9 @@ class DSN:
     port: int | None = None
     database: str | None = None
     query: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # every (host, port) of a host list (mysql://h1:3306,h2:3306/db): the driver connects to the
+    # writable primary among them; empty for a single host (then host and port say it)
+    hosts: tuple[tuple[str, int | None], ...] = ()
 
     def replace(self, **changes: Any) -> DSN:
         return dataclasses.replace(self, **changes)
@@ -109,13 +113,13 @@ class DSN:
             if self.password is not None:
                 auth += ":" + urllib.parse.quote(self.password, safe="")
             auth += "@"
-        host = self.host or ""
-        if ":" in host:  # an IPv6 address
-            host = f"[{host}]"
-        port = f":{self.port}" if self.port is not None else ""
+        pairs = self.hosts or ((self.host or "", self.port),)
+        where = ",".join(
+            (f"[{h}]" if ":" in h else h) + (f":{p}" if p is not None else "") for h, p in pairs
+        )
         path = "/" + urllib.parse.quote(self.database, safe="") if self.database else ""
         query = "?" + urllib.parse.urlencode(dict(self.query)) if self.query else ""
-        return f"{self.drivername}://{auth}{host}{port}{path}{query}"
+        return f"{self.drivername}://{auth}{where}{path}{query}"
 
 
 _URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$", re.S)
@@ -125,6 +129,13 @@ def parse_dsn(dsn: str) -> DSN:
     """Parse and validate a DSN."""
     if not isinstance(dsn, str) or not (m := _URL.match(dsn)):
         raise InvalidDSN(f"cannot parse DSN {_redact(str(dsn))!r}: not a URL like mysql://...")
+    hosts = _host_list(dsn)
+    if hosts:
+        # parse the rest as the URL of the first host
+        netloc = urllib.parse.urlsplit(dsn).netloc
+        first = netloc.rpartition("@")[2].split(",")[0]
+        userinfo = netloc.rpartition("@")[0]
+        dsn = dsn.replace(netloc, (userinfo + "@" if "@" in netloc else "") + first, 1)
     try:
         parts = urllib.parse.urlsplit(dsn)
         port = parts.port
@@ -145,6 +156,7 @@ def parse_dsn(dsn: str) -> DSN:
         port=port,
         database=urllib.parse.unquote(parts.path.lstrip("/")) or None,
         query=query,
+        hosts=hosts,
     )
     unknown = sorted(set(url.query) - set(_QUERY_PARAMS) - set(_SSL_PARAMS))
     if unknown:
@@ -156,6 +168,25 @@ def parse_dsn(dsn: str) -> DSN:
     if mode is not None and str(mode).upper() not in SSL_MODES:
         raise InvalidDSN(f"bad value for DSN parameter ssl_mode: {mode!r}; use one of {SSL_MODES}")
     return url
+
+
+def _host_list(dsn: str) -> tuple[tuple[str, int | None], ...]:
+    """The (host, port) pairs of a DSN that names several hosts; () for one."""
+    netloc = urllib.parse.urlsplit(dsn).netloc
+    where = netloc.rpartition("@")[2]
+    if "," not in where:
+        return ()
+    pairs = []
+    for item in where.split(","):
+        try:
+            probe = urllib.parse.urlsplit(f"//{item}")
+            port = probe.port
+        except ValueError as exc:
+            raise InvalidDSN(f"cannot parse DSN {_redact(dsn)!r}: {item!r}: {exc}") from None
+        if not probe.hostname:
+            raise InvalidDSN(f"cannot parse DSN {_redact(dsn)!r}: an empty host in its host list")
+        pairs.append((probe.hostname, port))
+    return tuple(pairs)
 
 
 def connect_kwargs(dsn: str) -> dict[str, Any]:
@@ -197,10 +228,13 @@ def connect(dsn: str | None = None, **kw: Any) -> MySQLdb.connections.Connection
         "autocommit": True,
         "multi_statements": False,
     }
-    kwargs.update(connect_kwargs(resolve_dsn(dsn)))
+    url = parse_dsn(resolve_dsn(dsn))
+    kwargs.update(connect_kwargs(str(url)))
     kwargs.update(kw)
     # procedures that return result sets need MULTI_RESULTS
     kwargs["client_flag"] = kwargs.get("client_flag", 0) | CLIENT.MULTI_RESULTS
+    if len(url.hosts) > 1 and "host" not in kw:
+        return primary.connect_primary(url.hosts, kwargs)
     with translating():
         return MySQLdb.connect(**kwargs)
 

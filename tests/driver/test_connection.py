@@ -8,7 +8,8 @@ import pytest
 
 import mysqlq
 from mysqlq import connection
-from mysqlq.connection import connect_kwargs, parse_dsn, with_database
+from mysqlq.connection import connect, connect_kwargs, parse_dsn, with_database
+from mysqlq.errors import InvalidDSN
 from mysqlq.schema.migrate import sqlalchemy_url
 
 
@@ -117,3 +118,65 @@ def test_connect_over_unix_socket(dsn, conn, server) -> None:
 def test_connect_failure_is_connection_lost() -> None:
     with pytest.raises(mysqlq.ConnectionLost):
         connection.connect("mysql://root@127.0.0.1:1/x", connect_timeout=2)
+
+
+# --------------------------------------------------------------------------- host lists
+
+
+@pytest.mark.parametrize(
+    ("dsn", "hosts", "rendered"),
+    [
+        (
+            "mysql://u:p@h1:3306,h2:3307/db",
+            (("h1", 3306), ("h2", 3307)),
+            "mysql://u:p@h1:3306,h2:3307/db",
+        ),
+        ("mysql://h1,[::1]:3308/db", (("h1", None), ("::1", 3308)), "mysql://h1,[::1]:3308/db"),
+        ("mysql://u@h1:3306/db", (), "mysql://u@h1:3306/db"),
+    ],
+)
+def test_host_lists_parse_and_render(dsn, hosts, rendered):
+    url = parse_dsn(dsn)
+    assert url.hosts == hosts
+    assert str(url) == rendered
+    assert (url.host, url.port) == (hosts[0] if hosts else ("h1", 3306))
+
+
+@pytest.mark.parametrize("dsn", ["mysql://u@h1:3x,h2/db", "mysql://u@h1,,h2/db"])
+def test_a_bad_host_list_is_named(dsn):
+    with pytest.raises(InvalidDSN, match="cannot parse DSN"):
+        parse_dsn(dsn)
+
+
+def test_a_host_list_connects_to_the_writable_server(tmp_path):
+    """Two real servers, the first read-only (as a secondary is): a DSN listing both lands on the
+    second; with both read-only, the error names each host's answer."""
+    from mysqlq.tools import localserver
+
+    servers = [localserver.throwaway(tmp_path / f"s{i}") for i in range(2)]
+    try:
+        roots = [connect(s.dsn) for s in servers]
+        for root in roots:
+            cur = root.cursor()
+            cur.execute("CREATE USER 'mq_app'@'%' IDENTIFIED BY 'app-Secret-1'")
+            cur.execute("CREATE DATABASE app")
+            cur.execute("GRANT ALL ON app.* TO 'mq_app'@'%'")
+        roots[0].cursor().execute("SET GLOBAL read_only = ON")
+        ports = [parse_dsn(s.dsn).port for s in servers]
+        dsn = f"mysql://mq_app:app-Secret-1@127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}/app"
+        conn = connect(dsn)
+        cur = conn.cursor()
+        cur.execute("SELECT @@port")
+        assert cur.fetchone()[0] == ports[1]
+        conn.close()
+        # Alembic takes one host: mysqlq migrate gives it the writable one
+        assert f"127.0.0.1:{ports[1]}/app" in sqlalchemy_url(dsn)
+        roots[1].cursor().execute("SET GLOBAL read_only = ON")
+        with pytest.raises(mysqlq.ConnectionLost, match=r"read-only.*read-only"):
+            connect(dsn)
+        for root in roots:
+            root.cursor().execute("SET GLOBAL read_only = OFF")
+            root.close()
+    finally:
+        for s in servers:
+            s.stop()

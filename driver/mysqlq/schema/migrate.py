@@ -30,6 +30,14 @@ __all__ = [
 def sqlalchemy_url(dsn: str) -> str:
     """The DSN as a SQLAlchemy URL string using the mysqldb driver (for Alembic)."""
     url = parse_dsn(dsn).replace(drivername="mysql+mysqldb")
+    if url.hosts:
+        # SQLAlchemy takes one host: the writable primary's, found as the driver finds it
+        from mysqlq.connection import connect
+
+        conn = connect(dsn)
+        host, port = conn.mysqlq_address
+        conn.close()
+        url = url.replace(host=host, port=port, hosts=())
     if "charset" not in url.query:
         url = url.with_query(charset="utf8mb4")
     return str(url)
