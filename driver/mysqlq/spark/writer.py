@@ -91,6 +91,15 @@ class _Publisher:
         chunks: dict[str, list[str]] = {}
         ranks: dict[str, dict[str, int]] = {}
         sizes: dict[str, int] = {}
+
+        def flush(topic: str, published: int, duplicates: int) -> tuple[int, int]:
+            """Send the topic's chunk and start a new one: the running totals, updated."""
+            p, d = self._send(link, topic, chunks[topic])
+            chunks[topic].clear()
+            ranks[topic].clear()
+            sizes[topic] = 0
+            return published + p, duplicates + d
+
         try:
             for columns in batches:
                 payloads = columns["payload"]
@@ -116,30 +125,22 @@ class _Publisher:
                         payloads[i], keys[i], ids[i], metas[i], delays[i], prefix, index, rank
                     )
                     # a chunk also stops before its text passes codec.CHUNK_BYTES (the packet and
-                    # Group Replication's transaction size limit); a larger element goes alone
+                    # Group Replication's transaction size limit); a larger element goes alone,
+                    # first in a new chunk (rank 1)
                     if chunk and sizes[topic] + len(element) > codec.CHUNK_BYTES:
-                        p, d = self._send(link, topic, chunk)
-                        published, duplicates = published + p, duplicates + d
-                        chunk.clear()
-                        seen.clear()
-                        sizes[topic] = 0
-                        if keys[i] is not None:
-                            seen[keys[i]] = 1
+                        published, duplicates = flush(topic, published, duplicates)
+                        if rank is not None:
+                            rank = seen[keys[i]] = 1
                             element = _element(
                                 payloads[i], keys[i], ids[i], metas[i], delays[i], prefix, index, 1
                             )
                     chunk.append(element)
                     sizes[topic] = sizes.get(topic, 0) + len(element)
                     if len(chunk) >= self.chunk_size:
-                        p, d = self._send(link, topic, chunk)
-                        published, duplicates = published + p, duplicates + d
-                        chunk.clear()
-                        seen.clear()
-                        sizes[topic] = 0
+                        published, duplicates = flush(topic, published, duplicates)
             for topic, chunk in chunks.items():
                 if chunk:
-                    p, d = self._send(link, topic, chunk)
-                    published, duplicates = published + p, duplicates + d
+                    published, duplicates = flush(topic, published, duplicates)
         finally:
             link.close()
         return PublishCommit(published, duplicates)
