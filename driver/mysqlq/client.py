@@ -24,7 +24,7 @@ from mysqlq import _sql, codec, version
 from mysqlq.connection import connect as open_connection
 from mysqlq.connection import execute_rows, resolve_dsn
 from mysqlq.errors import ConnectionLost, translating
-from mysqlq.transient import transient
+from mysqlq.transient import check_window, transient
 
 __all__ = ["Client", "PublishResult", "Transaction", "connect"]
 
@@ -44,12 +44,19 @@ class PublishResult(NamedTuple):
 
 
 def connect(
-    dsn: str | None = None, *, check_version: bool = True, strict_topics: bool = False
+    dsn: str | None = None,
+    *,
+    check_version: bool = True,
+    strict_topics: bool = False,
+    retry_window: float | None = None,
 ) -> Client:
     """A client for the mysqlq database at ``dsn`` (default: env ``MYSQLQ_DSN``).
     ``strict_topics``: publishing to a topic that was never configured raises (code MQ018)
-    instead of creating it, so a mistyped topic name is caught."""
-    return Client(dsn, check_version=check_version, strict_topics=strict_topics)
+    instead of creating it, so a mistyped topic name is caught. ``retry_window``: seconds a call
+    is retried on transient errors (default 60, or ``$MYSQLQ_RETRY_WINDOW``)."""
+    return Client(
+        dsn, check_version=check_version, strict_topics=strict_topics, retry_window=retry_window
+    )
 
 
 class _Publisher:
@@ -127,13 +134,24 @@ class Client(_Publisher):
 
     Thread-safe: calls are serialised on one connection. Open one client per process (or use
     :meth:`transaction` with your own connection for the outbox pattern).
+
+    A call that is safe to repeat (an autocommit publish, a batch chunk, a read, an admin
+    procedure) is retried on transient errors for ``retry_window`` seconds (default 60, longer
+    than a Group Replication failover; ``$MYSQLQ_RETRY_WINDOW`` changes the default), each time
+    reconnecting through the DSN's host list to the writable primary.
     """
 
     def __init__(
-        self, dsn: str | None = None, *, check_version: bool = True, strict_topics: bool = False
+        self,
+        dsn: str | None = None,
+        *,
+        check_version: bool = True,
+        strict_topics: bool = False,
+        retry_window: float | None = None,
     ) -> None:
         self.dsn = resolve_dsn(dsn)
         self.strict_topics = strict_topics
+        self.retry_window = check_window(retry_window)
         self._lock = threading.RLock()
         self._conn = self._open()
         if check_version:

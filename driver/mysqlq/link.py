@@ -21,7 +21,7 @@ from tenacity import RetryCallState
 
 from mysqlq.connection import connect, execute_rows
 from mysqlq.errors import ConnectionLost
-from mysqlq.transient import ATTEMPTS, retrying
+from mysqlq.transient import check_window, retrying
 
 __all__ = ["Link"]
 
@@ -29,20 +29,23 @@ log = logging.getLogger("mysqlq.link")
 
 
 class Link:
-    """One connection to ``dsn``. ``attempts`` per call (None: until it succeeds, or until
-    ``stopping`` is set); ``name`` labels the retry warnings."""
+    """One connection to ``dsn``. Each call is retried for ``window`` seconds (None: the default
+    retry window; ``forever``: until it succeeds, or until ``stopping`` is set); ``name`` labels
+    the retry warnings."""
 
     def __init__(
         self,
         dsn: str,
         *,
         name: str = "mysqlq",
-        attempts: int | None = ATTEMPTS,
+        window: float | None = None,
+        forever: bool = False,
         stopping: threading.Event | None = None,
     ) -> None:
         self.dsn = dsn
         self.name = name
-        self.attempts = attempts
+        self.window = check_window(window)
+        self.forever = forever
         self.stopping = stopping
         self._conn: Any = None
 
@@ -68,7 +71,9 @@ class Link:
         passes False: it must get through)."""
         stopping = self.stopping
         give_up = stopping.is_set if stopping is not None and give_up_when_stopping else None
-        attempts = retrying(self.attempts, give_up=give_up, before_sleep=self._log_retry)
+        attempts = retrying(
+            self.window, forever=self.forever, give_up=give_up, before_sleep=self._log_retry
+        )
         return attempts(self._execute, sql, args)
 
     def _execute(self, sql: str, args: tuple) -> list[dict]:

@@ -42,7 +42,7 @@ def start(dsn: str, runner: str, interval: float, stopping: threading.Event) -> 
 
 def maintenance_loop(dsn: str, runner: str, interval: float, stopping: threading.Event) -> None:
     """Tick maintenance every ``interval`` seconds until ``stopping`` is set."""
-    link = Link(dsn, name=f"{runner} maintenance", attempts=None, stopping=stopping)
+    link = Link(dsn, name=f"{runner} maintenance", forever=True, stopping=stopping)
     interval_ms = max(1000, round(interval * 1000))
     try:
         while not stopping.wait(interval):

@@ -260,7 +260,7 @@ class Subscriber:
     # lease loop -----------------------------------------------------------------------------
 
     def _lease_loop(self) -> None:
-        link = Link(self.dsn, name=f"{self.name} lease", attempts=None, stopping=self._stopping)
+        link = Link(self.dsn, name=f"{self.name} lease", forever=True, stopping=self._stopping)
         # a new member gets its share, and a new key its consumer, within one interval
         interval = min(self.lease_duration / 3, self.rebalance_interval)
         try:
@@ -303,7 +303,7 @@ class Subscriber:
     # fetch loop -----------------------------------------------------------------------------
 
     def _fetch_loop(self) -> None:
-        link = Link(self.dsn, name=f"{self.name} fetch", attempts=None, stopping=self._stopping)
+        link = Link(self.dsn, name=f"{self.name} fetch", forever=True, stopping=self._stopping)
         limit = self.max_buffered
         try:
             while not self._stopping.is_set():
@@ -486,7 +486,7 @@ class Subscriber:
     def _keepalive_loop(self) -> None:
         """Keep every held message invisible to others while this subscriber lives (G14), release
         buffered messages of partitions it lost, and give up on handlers past max_handler_time."""
-        link = Link(self.dsn, name=f"{self.name} keepalive", attempts=None, stopping=self._stopping)
+        link = Link(self.dsn, name=f"{self.name} keepalive", forever=True, stopping=self._stopping)
         tick = min(0.5, self.visibility_timeout / 6)
         every = self.visibility_timeout / 3
         last = time.monotonic()
@@ -549,7 +549,7 @@ class Subscriber:
         self._count("keepalives")
 
     def _flush_loop(self) -> None:
-        link = Link(self.dsn, name=f"{self.name} flush", attempts=None, stopping=self._stopping)
+        link = Link(self.dsn, name=f"{self.name} flush", forever=True, stopping=self._stopping)
         try:
             self._flusher.run(link)
         finally:

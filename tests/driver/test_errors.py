@@ -211,7 +211,8 @@ def test_a_read_only_server_raises_server_read_only(tmp_path) -> None:
             account = {"admin": None, "publisher": grants.Account("mq_pub"), "consumer": None}
             for statement in grants.grant_statements(db.name, **account):
                 cur.execute(statement.rstrip(";"))
-            client = mysqlq.connect(dsns["publisher"])
+            # a short retry window: the first publish gives up on the read-only server after 1 s
+            client = mysqlq.connect(dsns["publisher"], retry_window=1.0)
             assert client.publish("t", b"x", key="k", id="m-1").offset == 1
             cur.execute("SET GLOBAL read_only = ON")
             try:

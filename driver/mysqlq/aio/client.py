@@ -28,6 +28,7 @@ from mysqlq.aio._offload import Serial, ThreadedContext
 from mysqlq.client import PublishResult
 from mysqlq.connection import resolve_dsn
 from mysqlq.errors import Error, InvalidArgument
+from mysqlq.transient import check_window
 
 __all__ = ["Client", "Transaction", "connect"]
 
@@ -38,12 +39,17 @@ async def connect(
     check_version: bool = True,
     strict_topics: bool = False,
     pool_size: int = 4,
+    retry_window: float | None = None,
 ) -> Client:
     """An open async client for the mysqlq database at ``dsn`` (default: env ``MYSQLQ_DSN``);
     the arguments are those of :func:`mysqlq.connect`, plus ``pool_size``, the number of
     connections (and threads) its calls share."""
     client = Client(
-        dsn, check_version=check_version, strict_topics=strict_topics, pool_size=pool_size
+        dsn,
+        check_version=check_version,
+        strict_topics=strict_topics,
+        pool_size=pool_size,
+        retry_window=retry_window,
     )
     try:
         await client.open()
@@ -111,12 +117,14 @@ class Client:
         check_version: bool = True,
         strict_topics: bool = False,
         pool_size: int = 4,
+        retry_window: float | None = None,
     ) -> None:
         if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
             raise InvalidArgument(f"pool_size must be an integer above 0, not {pool_size!r}")
         self.dsn = resolve_dsn(dsn)
         self.strict_topics = strict_topics
         self.pool_size = pool_size
+        self.retry_window = check_window(retry_window)
         self._check_version = check_version
         self._executor = ThreadPoolExecutor(pool_size, thread_name_prefix="mysqlq-aio")
         self._local = threading.local()
@@ -135,7 +143,10 @@ class Client:
                     raise Error("this mysqlq.aio client is closed")
                 check = self._check_version
             client = sync_client.Client(
-                self.dsn, check_version=check, strict_topics=self.strict_topics
+                self.dsn,
+                check_version=check,
+                strict_topics=self.strict_topics,
+                retry_window=self.retry_window,
             )
             with self._lock:
                 self._check_version = False  # checked once is enough

@@ -19,6 +19,7 @@ __all__ = [
     "int_option",
     "partition_offsets",
     "required_option",
+    "retry_window",
     "time_option",
 ]
 
@@ -98,3 +99,18 @@ def required_option(options: Mapping[str, str], name: str) -> str:
     if not value:
         raise InvalidArgument(f"option {name} is required")
     return value
+
+
+def retry_window(options: Mapping[str, str]) -> float | None:
+    """Option ``retryWindow``: seconds a transient error is retried for (default: the driver's,
+    60 s or ``$MYSQLQ_RETRY_WINDOW``)."""
+    value = options.get("retryWindow")
+    if value is None or value == "":
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise InvalidArgument(f"option retryWindow must be seconds, not {value!r}") from None
+    if not seconds >= 0:
+        raise InvalidArgument("option retryWindow must be 0 or more seconds")
+    return seconds

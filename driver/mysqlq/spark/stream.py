@@ -24,6 +24,7 @@ from mysqlq.spark.options import (
     DEFAULT_NUM_PARTITIONS,
     int_option,
     required_option,
+    retry_window,
 )
 from mysqlq.spark.reader import Scan, buckets
 
@@ -63,7 +64,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         self.schema = schema
         self.num_partitions = int_option(options, "numPartitions", DEFAULT_NUM_PARTITIONS, low=1)
         self.fetch_size = int_option(options, "fetchSize", DEFAULT_FETCH_SIZE, low=1)
-        self._link = Link(self.dsn)  # on the driver only: pickled without its connection
+        # on the driver only: pickled without its connection
+        self._link = Link(self.dsn, window=retry_window(options))
         self._acked: dict[int, int] = {}
         self._target: dict[int, int] | None = None
         self._planned: dict | None = None

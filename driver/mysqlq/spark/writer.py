@@ -20,7 +20,7 @@ from mysqlq import _sql, codec
 from mysqlq.connection import resolve_dsn
 from mysqlq.errors import InvalidArgument
 from mysqlq.link import Link
-from mysqlq.spark.options import DEFAULT_CHUNK_SIZE, int_option
+from mysqlq.spark.options import DEFAULT_CHUNK_SIZE, int_option, retry_window
 
 try:  # Spark >= 4.0 has the Arrow batch writer; the streaming one came in 4.1
     from pyspark.sql.datasource import DataSourceArrowWriter
@@ -64,6 +64,7 @@ class _Publisher:
         self.dsn = resolve_dsn(options.get("dsn"))
         self.topic = options.get("topic") or None
         self.chunk_size = int_option(options, "chunkSize", DEFAULT_CHUNK_SIZE, low=1)
+        self.retry_window = retry_window(options)
         if self.chunk_size > 100_000:
             raise InvalidArgument("option chunkSize must be at most 100000")
         _check_write_schema(schema, self.topic)
@@ -85,7 +86,7 @@ class _Publisher:
 
     def publish(self, batches: Iterator[dict[str, list[Any]]]) -> PublishCommit:
         prefix = self._id_prefix()
-        link = Link(self.dsn)
+        link = Link(self.dsn, window=self.retry_window)
         link.open()
         published = duplicates = index = 0
         chunks: dict[str, list[str]] = {}

@@ -4,6 +4,7 @@ guarantees (see the package documentation for each check)."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import json
 import math
@@ -91,6 +92,7 @@ class Faults:
         self.times: list[int] = []  # every fault that can leave a delivery unsettled
         # server ids of the KILLed connections, and when (ids start again after a restart)
         self.conn_killed: dict[int, list[int]] = collections.defaultdict(list)
+        self.events = events
         for kind, detail, at in events:
             if kind == "conn_kill" and detail.startswith("connection "):
                 self.conn_killed[int(detail.split()[1])].append(at)
@@ -120,6 +122,10 @@ class Faults:
         what it held then may have expired unsettled."""
         killed = self.killed.get(worker)
         return (killed is not None and lo <= killed <= hi) or bool(self.frozen(worker, lo, hi))
+
+    def near(self, lo: float, hi: float, slack: float = 10_000) -> list[tuple[str, str, int]]:
+        """Every recorded fault within ``slack`` ms of ``[lo, hi]`` (for the report)."""
+        return [e for e in self.events if lo - slack <= e[2] <= hi + slack]
 
     def any_between(self, lo: float, hi: float) -> bool:
         return any(lo <= t <= hi for t in self.times)
@@ -312,6 +318,7 @@ def check(query: Any, tally: Tally) -> dict[str, Any]:
     # connection; and each run has an attempt of its own
     unexplained = repeated = hung = slow = max_attempt = not_given_up = 0
     duplicates = hang_allowance = 0
+    unexplained_runs: list[dict[str, Any]] = []  # the first few, for the report
     for (_, msg_id), message_runs in by_message.items():
         m = mode.get(msg_id, "unknown")
         attempts = [run.attempt for run in message_runs]
@@ -338,6 +345,16 @@ def check(query: Any, tally: Tally) -> dict[str, Any]:
             if m == "hang" and before.attempt == 1 and given_up:
                 continue
             unexplained += 1
+            if len(unexplained_runs) < 10:
+                unexplained_runs.append(
+                    {
+                        "mode": m,
+                        "before": dataclasses.asdict(before),
+                        "after": dataclasses.asdict(after),
+                        "settled": settles.get(before.run_id),
+                        "faults_near": faults.near(before.fetched_at, after.at_ms),
+                    }
+                )
 
     # exactly-once effects: a normal, slow or hang message committed its row once (with its ack);
     # the others never commit one (their transactions raised, were given up, or dead-lettered
@@ -414,6 +431,7 @@ def check(query: Any, tally: Tally) -> dict[str, Any]:
         + hang_allowance
         + sum(settled_as[outcome] for outcome in TX_FAILED),
         "unexplained_redeliveries": unexplained,
+        "unexplained_runs": unexplained_runs,
         "not_given_up": not_given_up,
         "repeated_attempts": repeated,
         "max_attempt": max_attempt,
