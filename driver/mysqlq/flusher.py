@@ -2,6 +2,10 @@
 
 Acks, nacks, extends, dead letters and releases wait in one queue; the loop takes what has
 gathered, groups it by outcome (and delay and error text), and sends one settle call per group.
+While the database is unreachable the outcomes wait in the queue, and go out once it answers
+again (the new primary, after a failover); the database fences a stale one by its lease epoch
+(G4). At stop, what is not out by the deadline is dropped: those messages come back after their
+visibility timeout, as if the subscriber had crashed.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -56,8 +61,10 @@ class Flusher:
         self._after = after
         self._cond = threading.Condition()
         self._pending: list[Settlement] = []
-        # set once nothing more will be queued (stop); the loop then flushes what is left
+        # set once nothing more will be queued (stop); the loop then flushes what is left, until
+        # the deadline (monotonic) stop() gives it: the database may be gone
         self.final = threading.Event()
+        self.deadline: float | None = None
         # set when the loop has flushed everything and returned
         self.done = threading.Event()
 
@@ -66,7 +73,8 @@ class Flusher:
             self._pending.append(settlement)
             self._cond.notify_all()
 
-    def finish(self) -> None:
+    def finish(self, deadline: float | None = None) -> None:
+        self.deadline = deadline
         self.final.set()
         with self._cond:
             self._cond.notify_all()
@@ -78,12 +86,23 @@ class Flusher:
                     if not self._pending and not self.final.is_set():
                         self._cond.wait(0.2)
                     batch, self._pending = self._pending, []
+                if batch and self.final.is_set() and self._past_deadline():
+                    log.error(
+                        "%s: stopped with %d outcomes unsent (the database did not answer in"
+                        " time): their messages come back after their visibility timeout",
+                        self.name,
+                        len(batch),
+                    )
+                    break
                 if batch:
                     self._flush(link, batch)
                 elif self.final.is_set():
                     break
         finally:
             self.done.set()
+
+    def _past_deadline(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
     def _flush(self, link: Link, batch: list[Settlement]) -> None:
         groups: dict[tuple, list[Settlement]] = collections.defaultdict(list)
@@ -99,7 +118,9 @@ class Flusher:
                 "release": (_sql.RELEASE_MESSAGES, (self.group, deliveries)),
             }[outcome]
             try:
-                (row,) = link.rows(sql, args, give_up_when_stopping=False)
+                (row,) = link.rows(
+                    sql, args, give_up_when_stopping=False, give_up=self._past_deadline
+                )
             except Error as exc:
                 log.error("%s: %s of %d messages failed: %s", self.name, outcome, len(items), exc)
                 continue

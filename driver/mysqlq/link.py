@@ -2,8 +2,9 @@
 
 A :class:`Link` opens its connection when first needed and again after a lost one, and retries
 transient errors (:mod:`mysqlq.transient`). The subscriber's lease, fetch and flush loops each
-hold one (retrying until the call succeeds or the subscriber stops); Spark's reader and writer
-hold one per task (a few attempts). Only statements the server can repeat safely go through it:
+hold one (retrying until the call succeeds or the subscriber stops) and report to one
+:class:`Reachability` whether the database answers; Spark's reader and writer hold one per task
+(retrying for the retry window). Only statements the server can repeat safely go through it:
 reads, the consumer procedures (they run their own transaction), offset commits (forward only) and
 publishes of messages that all have ids (G1).
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from tenacity import RetryCallState
@@ -23,9 +26,45 @@ from mysqlq.connection import connect, execute_rows
 from mysqlq.errors import ConnectionLost
 from mysqlq.transient import check_window, retrying
 
-__all__ = ["Link"]
+__all__ = ["Link", "Reachability"]
 
 log = logging.getLogger("mysqlq.link")
+
+
+class Reachability:
+    """Whether a subscriber reaches its database: lost while any of its links is failing on a
+    lost connection (a read-only server included), back when each of those calls succeeded.
+    ``online`` is set while reachable; ``losses`` counts the times it was lost."""
+
+    def __init__(self) -> None:
+        self.online = threading.Event()
+        self.online.set()
+        self.losses = 0
+        self.since = 0.0  # monotonic: when it was last lost
+        self._failing: set[str] = set()
+        self._lock = threading.Lock()
+
+    def failed(self, name: str) -> None:
+        with self._lock:
+            if not self._failing:
+                self.losses += 1
+                self.since = time.monotonic()
+                log.warning("%s: the database is unreachable; handlers wait", name)
+            self._failing.add(name)
+            self.online.clear()
+
+    def succeeded(self, name: str) -> None:
+        if self.online.is_set():
+            return
+        with self._lock:
+            self._failing.discard(name)
+            if not self._failing and not self.online.is_set():
+                log.warning(
+                    "%s: the database answers again after %.1fs",
+                    name,
+                    time.monotonic() - self.since,
+                )
+                self.online.set()
 
 
 class Link:
@@ -41,11 +80,13 @@ class Link:
         window: float | None = None,
         forever: bool = False,
         stopping: threading.Event | None = None,
+        reach: Reachability | None = None,
     ) -> None:
         self.dsn = dsn
         self.name = name
         self.window = check_window(window)
         self.forever = forever
+        self.reach = reach
         self.stopping = stopping
         self._conn: Any = None
 
@@ -65,12 +106,21 @@ class Link:
                 self._conn.close()
             self._conn = None
 
-    def rows(self, sql: str, args: tuple, *, give_up_when_stopping: bool = True) -> list[dict]:
+    def rows(
+        self,
+        sql: str,
+        args: tuple,
+        *,
+        give_up_when_stopping: bool = True,
+        give_up: Callable[[], bool] | None = None,
+    ) -> list[dict]:
         """Run one statement and return its first result set; transient errors are retried.
         With ``give_up_when_stopping`` a set ``stopping`` ends the retries (a final flush
-        passes False: it must get through)."""
+        passes False: it must get through, until its own ``give_up()`` says stop)."""
         stopping = self.stopping
-        give_up = stopping.is_set if stopping is not None and give_up_when_stopping else None
+        if stopping is not None and give_up_when_stopping:
+            own = give_up
+            give_up = stopping.is_set if own is None else lambda: stopping.is_set() or own()
         attempts = retrying(
             self.window, forever=self.forever, give_up=give_up, before_sleep=self._log_retry
         )
@@ -79,10 +129,15 @@ class Link:
     def _execute(self, sql: str, args: tuple) -> list[dict]:
         try:
             self.open()
-            return execute_rows(self._conn, sql, args)
+            rows = execute_rows(self._conn, sql, args)
         except ConnectionLost:
             self.close()  # the next attempt reconnects
+            if self.reach is not None:
+                self.reach.failed(self.name)
             raise
+        if self.reach is not None:
+            self.reach.succeeded(self.name)
+        return rows
 
     def _log_retry(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None

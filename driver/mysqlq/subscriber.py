@@ -24,6 +24,12 @@ released, not started.
 ``stop()`` (or SIGTERM/SIGINT in ``run()``) stops fetching, lets running handlers finish, makes
 buffered messages visible again without charging an attempt, flushes, releases the leases and
 deregisters, so another subscriber takes over at once.
+
+When the database stops answering (a crash, a failover: see docs/ha.md) the loops retry, through
+the DSN's host list, until it answers again; meanwhile no buffered message starts, running
+handlers finish, and their outcomes wait in the flush queue. Once a loop reaches the (new) primary
+they go out, fenced by lease epoch, and the runners go on. ``stop()`` returns within its timeout
+and its flush grace whether or not the database answers.
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ from mysqlq.errors import Error, InvalidArgument
 from mysqlq.flusher import COUNTED, Flusher, Settlement
 from mysqlq.handler_pool import HandlerPool
 from mysqlq.holdings import Holdings
-from mysqlq.link import Link
+from mysqlq.link import Link, Reachability
 from mysqlq.message import Message
 from mysqlq.metrics import SubscriberMetrics
 from mysqlq.settler import SubscriberSettler
@@ -58,6 +64,10 @@ __all__ = ["Subscriber"]
 log = logging.getLogger("mysqlq.subscriber")
 
 Handler = Callable[[Message], Any]
+
+
+# what stop() gives the final flush and the deregistration after the handlers' timeout
+FLUSH_GRACE = 5.0
 
 
 def _ms(seconds: float) -> int:
@@ -148,8 +158,11 @@ class Subscriber:
 
         self._stopping = threading.Event()
         self._stopped = threading.Event()
+        self._deadline = float("inf")  # monotonic: when stop() must have returned
         self._wake = threading.Event()
         self._lock = threading.Lock()
+        # whether the loops reach the database (handlers wait while they do not)
+        self._reach = Reachability()
         # the flush loop's queue; stop() finishes it once every buffered message is in it
         self._flusher = Flusher(group, self.name, self._record, self._wake.set)
         self._settler = SubscriberSettler(self)
@@ -220,25 +233,29 @@ class Subscriber:
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop fetching, let running handlers finish (up to ``timeout`` seconds), return
-        buffered messages at once, flush outcomes, release the leases and deregister."""
+        buffered messages at once, flush outcomes, release the leases and deregister. Returns
+        within ``timeout`` + ``FLUSH_GRACE`` (5 s) + about one, with the database up or down:
+        outcomes the flush could not send by then are dropped (they come back after their
+        visibility timeout)."""
         if self._stopped.is_set():
             return
         self._stopping.set()
         self._wake.set()
-        deadline = time.monotonic() + timeout
+        handlers_until = time.monotonic() + timeout
+        self._deadline = deadline = handlers_until + FLUSH_GRACE
         # a fetch in flight must land in the buffers before they are collected for release
         for t in self._threads:
             if t.name == "mysqlq-fetch":
-                t.join(timeout=max(0.1, deadline - time.monotonic()))
+                t.join(timeout=max(0.1, handlers_until - time.monotonic()))
         # no new handler starts once stopping is set; wait for the running ones (the keepalive
         # loop still extends their messages)
-        while time.monotonic() < deadline and self._holdings.running:
+        while time.monotonic() < handlers_until and self._holdings.running:
             time.sleep(0.01)
         for message in self._holdings.drain():
             self._flusher.enqueue(Settlement("release", message))
-        self._flusher.finish()
+        self._flusher.finish(deadline)
         for t in self._threads:
-            t.join(timeout=max(0.1, deadline - time.monotonic()) + 5)
+            t.join(timeout=max(0.0, deadline + 1.0 - time.monotonic()))
         if self._pool is not None:
             self._pool.shutdown()
         self._stopped.set()
@@ -255,12 +272,14 @@ class Subscriber:
             "buffered": holdings.buffered,
             "running": holdings.running,
             "handler_seconds": round(seconds, 6),
+            "database_lost": self._reach.losses,
+            "connected": self._reach.online.is_set(),
         }
 
     # lease loop -----------------------------------------------------------------------------
 
     def _lease_loop(self) -> None:
-        link = Link(self.dsn, name=f"{self.name} lease", forever=True, stopping=self._stopping)
+        link = self._link("lease")
         # a new member gets its share, and a new key its consumer, within one interval
         interval = min(self.lease_duration / 3, self.rebalance_interval)
         try:
@@ -290,12 +309,13 @@ class Subscriber:
                     log.error("%s: lease tick failed: %s", self.name, exc)
                 self._stopping.wait(max(0.0, interval - (time.monotonic() - started)))
             # the flush loop has returned what it could; now leave the group at once
-            self._flusher.done.wait(timeout=30)
+            self._flusher.done.wait(timeout=max(0.0, self._deadline - time.monotonic()))
             with contextlib.suppress(Error):
                 link.rows(
                     _sql.DEREGISTER,
                     (self.group, self.topic, self.name),
                     give_up_when_stopping=False,
+                    give_up=lambda: time.monotonic() >= self._deadline,
                 )
         finally:
             link.close()
@@ -303,7 +323,7 @@ class Subscriber:
     # fetch loop -----------------------------------------------------------------------------
 
     def _fetch_loop(self) -> None:
-        link = Link(self.dsn, name=f"{self.name} fetch", forever=True, stopping=self._stopping)
+        link = self._link("fetch")
         limit = self.max_buffered
         try:
             while not self._stopping.is_set():
@@ -359,9 +379,17 @@ class Subscriber:
 
     # handlers -------------------------------------------------------------------------------
 
+    def _link(self, loop: str) -> Link:
+        """A loop's connection: retried until it answers or the subscriber stops."""
+        name = f"{self.name} {loop}"
+        return Link(self.dsn, name=name, forever=True, stopping=self._stopping, reach=self._reach)
+
     def _run_partition(self, pid: int, generation: int) -> None:
         """Run a partition's buffered messages one after the other, in offset order."""
         while True:
+            # no message starts while the database is unreachable: its outcome could not land
+            while not self._reach.online.wait(0.2) and not self._stopping.is_set():
+                pass
             held, started = self._holdings.take(
                 pid, generation, self._stopping.is_set(), time.monotonic()
             )
@@ -486,7 +514,7 @@ class Subscriber:
     def _keepalive_loop(self) -> None:
         """Keep every held message invisible to others while this subscriber lives (G14), release
         buffered messages of partitions it lost, and give up on handlers past max_handler_time."""
-        link = Link(self.dsn, name=f"{self.name} keepalive", forever=True, stopping=self._stopping)
+        link = self._link("keepalive")
         tick = min(0.5, self.visibility_timeout / 6)
         every = self.visibility_timeout / 3
         last = time.monotonic()
@@ -549,7 +577,7 @@ class Subscriber:
         self._count("keepalives")
 
     def _flush_loop(self) -> None:
-        link = Link(self.dsn, name=f"{self.name} flush", forever=True, stopping=self._stopping)
+        link = self._link("flush")
         try:
             self._flusher.run(link)
         finally:

@@ -91,14 +91,16 @@ class World:
         at: int | None = None,
         conn: tuple[int, int] | None = (7, T0),
         write: bool | None = None,
+        error: str | None = None,
     ) -> str:
-        """A run of the effects group and how its transaction ended; a committed one leaves its
-        row (unless ``write`` says otherwise: an explicit dead letter writes none)."""
+        """A run of the effects group and how its transaction ended (with ``error``, the text a
+        failed one records); a committed one leaves its row (unless ``write`` says otherwise: an
+        explicit dead letter writes none)."""
         run_id = self.run("effects", msg_id, attempt, worker, at=at)
         if write if write is not None else outcome == "committed":
             self.rows.append((msg_id, attempt))
         conn_id, since = conn if conn else (None, None)
-        self.settles.append((run_id, outcome, conn_id, since, self.clock + 5))
+        self.settles.append((run_id, outcome, error, conn_id, since, self.clock + 5))
         return run_id
 
     def dead_letter(self, group: str, msg_id: str, failures: int, error: str) -> None:
@@ -469,6 +471,33 @@ def test_a_rerun_after_a_failed_transaction_needs_a_fault_on_its_connection(
     assert s["tx_conn_lost"] == 1 and s["duplicates"] == 1
     assert s["duplicate_bound"] == 10 + 1  # one rerun per failed transaction
     explained = fault in ("its connection killed", "killed, recorded after the failure", "restart")
+    assert s["unexplained_redeliveries"] == (0 if explained else 1), s
+    assert passed(s) == explained
+
+
+@pytest.mark.parametrize(
+    ("error", "explained"),
+    [
+        ("in: Deadlock: (1213) Deadlock found when trying to get lock", True),
+        ("in: LockTimeout: (1205) Lock wait timeout exceeded", True),
+        ("in: CommitFailed: (3101) certification failure", True),
+        ("begin: Deadlock: (1213) Deadlock found", True),
+        ("in: Error: (1146) Table 'x' doesn't exist", False),
+        ("in: InvalidArgument: Deadlock: a message that names one", False),
+    ],
+)
+def test_a_rerun_after_a_transaction_the_server_aborted_is_explained(
+    error: str, explained: bool
+) -> None:
+    """A transaction the server aborted (a deadlock, a lock wait timeout, a failed certification)
+    nacks its message, which runs again: explained with no fault. Any other error is not."""
+    plain = normal(1)[0]
+    w = World(groups=("effects",))
+    w.publish(plain)
+    w.tx(plain, 1, "e1", "error", error=error)
+    w.tx(plain, 2, "e1")
+    s = w.check()
+    assert s["tx_errors"] == 1 and s["duplicates"] == 1
     assert s["unexplained_redeliveries"] == (0 if explained else 1), s
     assert passed(s) == explained
 

@@ -212,16 +212,19 @@ class Subscriber(sync_subscriber.Subscriber):
             return
         self._stopping.set()
         self._wake.set()
-        deadline = time.monotonic() + timeout
+        handlers_until = time.monotonic() + timeout
+        self._deadline = deadline = handlers_until + sync_subscriber.FLUSH_GRACE
         pool = self._pool
         assert isinstance(pool, _TaskPool)
         # a fetch in flight must land in the buffers before they are collected for release
         fetch = [t for t in self._threads if t.name == "mysqlq-fetch"]
-        await asyncio.to_thread(_join, fetch, deadline)
+        await asyncio.to_thread(_join, fetch, handlers_until)
         # no new handler starts once stopping is set: wait for the running ones (the keepalive
         # loop still extends their messages), then cancel what is left
         if pool.tasks:
-            await asyncio.wait(set(pool.tasks), timeout=max(0.0, deadline - time.monotonic()))
+            await asyncio.wait(
+                set(pool.tasks), timeout=max(0.0, handlers_until - time.monotonic())
+            )
         cancelled = pool.cancel_running()
         if cancelled:
             log.warning(
@@ -235,8 +238,8 @@ class Subscriber(sync_subscriber.Subscriber):
             await asyncio.wait(cancelled, timeout=1.0)
         for message in self._holdings.drain():
             self._flusher.enqueue(Settlement("release", message))
-        self._flusher.finish()
-        await asyncio.to_thread(_join, self._threads, time.monotonic() + 5.0)
+        self._flusher.finish(deadline)
+        await asyncio.to_thread(_join, self._threads, deadline + 1.0)
         if self._executor is not None:
             # a statement of a cancelled handler's transaction may still run: it finishes (and
             # its connection closes) in the background, stop() does not wait for it
@@ -251,6 +254,9 @@ class Subscriber(sync_subscriber.Subscriber):
         """Run a partition's buffered messages one after the other, in offset order."""
         task = asyncio.current_task()
         while True:
+            # no message starts while the database is unreachable: its outcome could not land
+            while not self._reach.online.is_set() and not self._stopping.is_set():
+                await asyncio.sleep(0.2)
             held, started = self._holdings.take(
                 pid, generation, self._stopping.is_set(), time.monotonic()
             )

@@ -82,7 +82,8 @@ publishing stops, the groups drain, the subscribers stop, and the checker proves
   ids not in the log, have none (``effects_unexpected``); a given-up run (``hang`` at attempt 1,
   ``hang_last`` at its last) never commits (``effects_late_commits``). A rerun after a
   transaction that lost its connection is explained when that connection was KILLed while in
-  use, or the server crashed meanwhile.
+  use, or the server crashed meanwhile; one after a transaction the server aborted (deadlock,
+  lock wait timeout, failed certification) is explained as it is (its message was nacked).
 
 It prints one summary line and exits 0 when every check holds. ``--config ci`` is the short run
 (well under 3 minutes); ``--config long`` is the one for the report.

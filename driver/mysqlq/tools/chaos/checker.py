@@ -8,6 +8,7 @@ import dataclasses
 import itertools
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,8 @@ WRITTEN = ("normal", "slow", "hang")
 # how an effects transaction ended when it failed on the database (its message is nacked, or comes
 # back after its visibility when the commit's outcome was lost)
 TX_FAILED = ("lost_connection", "error")
+# an effects transaction's error (as the worker records it) that says the server aborted it
+ABORTED = re.compile(r"(in|begin): (Deadlock|LockTimeout|CommitFailed): ")
 
 
 @dataclass
@@ -221,11 +224,14 @@ def check(query: Any, tally: Tally) -> dict[str, Any]:
 
     # how each effects transaction ended, by run: (outcome, connection id, in use since, at)
     settles: dict[str, tuple[str, int | None, int | None, int]] = {}
+    settle_errors: dict[str, str] = {}  # the error text of a failed one
     effect_rows: list[tuple[str, int]] = []
     if EFFECTS_GROUP in groups:
-        for run_id, outcome, conn_id, since, at in query(
-            f"SELECT run_id, outcome, conn_id, conn_since, at_ms FROM `{r}`.effects_settled"
+        for run_id, outcome, error, conn_id, since, at in query(
+            "SELECT run_id, outcome, error, conn_id, conn_since, at_ms"
+            f" FROM `{r}`.effects_settled"
         ):
+            settle_errors[run_id] = error or ""
             settles[run_id] = (
                 outcome,
                 None if conn_id is None else int(conn_id),
@@ -240,9 +246,12 @@ def check(query: Any, tally: Tally) -> dict[str, Any]:
 
     def tx_cut_off(run: Run) -> bool:
         """An effects transaction that failed because its connection was KILLed or the server
-        restarted: its message was nacked (or comes back after its visibility)."""
+        restarted, or that the server aborted (a deadlock, a lock wait timeout, a failed
+        certification: the transient errors it may raise under load): its message was nacked
+        (or comes back after its visibility)."""
         outcome, conn_id, since, at = settles.get(run.run_id, ("", None, None, 0))
-        return outcome in TX_FAILED and faults.cut_off(conn_id, since, at)
+        aborted = outcome == "error" and ABORTED.match(settle_errors.get(run.run_id, ""))
+        return outcome in TX_FAILED and (bool(aborted) or faults.cut_off(conn_id, since, at))
 
     # G5: every committed message done in every group, and handled or dead-lettered there
     lost = 0
@@ -352,6 +361,7 @@ def check(query: Any, tally: Tally) -> dict[str, Any]:
                         "before": dataclasses.asdict(before),
                         "after": dataclasses.asdict(after),
                         "settled": settles.get(before.run_id),
+                        "settle_error": settle_errors.get(before.run_id),
                         "faults_near": faults.near(before.fetched_at, after.at_ms),
                     }
                 )
