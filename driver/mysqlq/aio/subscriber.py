@@ -222,9 +222,7 @@ class Subscriber(sync_subscriber.Subscriber):
         # no new handler starts once stopping is set: wait for the running ones (the keepalive
         # loop still extends their messages), then cancel what is left
         if pool.tasks:
-            await asyncio.wait(
-                set(pool.tasks), timeout=max(0.0, handlers_until - time.monotonic())
-            )
+            await asyncio.wait(set(pool.tasks), timeout=max(0.0, handlers_until - time.monotonic()))
         cancelled = pool.cancel_running()
         if cancelled:
             log.warning(

@@ -228,8 +228,7 @@ def check(query: Any, tally: Tally) -> dict[str, Any]:
     effect_rows: list[tuple[str, int]] = []
     if EFFECTS_GROUP in groups:
         for run_id, outcome, error, conn_id, since, at in query(
-            "SELECT run_id, outcome, error, conn_id, conn_since, at_ms"
-            f" FROM `{r}`.effects_settled"
+            f"SELECT run_id, outcome, error, conn_id, conn_since, at_ms FROM `{r}`.effects_settled"
         ):
             settle_errors[run_id] = error or ""
             settles[run_id] = (
