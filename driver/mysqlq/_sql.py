@@ -190,3 +190,31 @@ WHERE t.topic IN (SELECT s.dlq_topic FROM queue_subscriptions s)
    OR EXISTS (SELECT 1 FROM queue_topics o WHERE t.topic = CONCAT(o.topic, o.dlq_suffix))
 ORDER BY t.topic
 """
+
+# mysqlq doctor: what it reads of the server (any account may read these), and its one fix
+DOCTOR_SERVER = (
+    "SELECT @@global.read_only AS read_only, @@global.event_scheduler AS event_scheduler,"
+    " @@global.log_bin AS log_bin, @@version AS version, DATABASE() AS db"
+)
+DOCTOR_SUPER_READ_ONLY = "SELECT @@global.super_read_only AS super_read_only"  # MySQL only
+DOCTOR_BINLOG_FORMAT = "SELECT @@global.binlog_format AS binlog_format"
+DOCTOR_GROUP_MEMBERS = """
+SELECT MEMBER_HOST AS host, MEMBER_PORT AS port, MEMBER_STATE AS state, MEMBER_ROLE AS role
+FROM performance_schema.replication_group_members
+WHERE MEMBER_ID <> ''
+ORDER BY MEMBER_HOST, MEMBER_PORT
+"""
+DOCTOR_GROUP_MODE = (
+    "SELECT @@global.group_replication_single_primary_mode AS single_primary,"
+    " @@global.group_replication_consistency AS consistency"
+)
+DOCTOR_EVENT = """
+SELECT STATUS AS status FROM information_schema.EVENTS
+WHERE EVENT_SCHEMA = DATABASE() AND EVENT_NAME = 'queue_maintenance_event'
+"""
+DOCTOR_MAINTENANCE = """
+SELECT last_run_at, last_run_by, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS now_ms
+FROM queue_maintenance_schedule
+"""
+DOCTOR_GRANTS = "SHOW GRANTS FOR CURRENT_USER()"
+DOCTOR_ENABLE_EVENT = "ALTER EVENT queue_maintenance_event ENABLE"

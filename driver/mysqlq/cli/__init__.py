@@ -11,6 +11,7 @@ red line on stderr and exit with status 1.
     mysqlq dlq list|show|redrive DLQ_TOPIC     inspect and redrive dead letters
     mysqlq dashboard [--allow-actions]         a web page of it all (needs mysqlq[dashboard])
     mysqlq gc [--limit N]                      delete what every group has passed
+    mysqlq doctor [--fix] [--json]             check event, binlog, group, primary, grants
     mysqlq grants                              GRANT statements for the three account kinds
     mysqlq demo                                publish and consume a few thousand messages
     mysqlq bench                               mysqlq beside other queues on one server
@@ -27,6 +28,7 @@ from mysqlq.cli.consume import consume
 from mysqlq.cli.dashboard import dashboard
 from mysqlq.cli.demo import demo
 from mysqlq.cli.dlq import dlq
+from mysqlq.cli.doctor import doctor
 from mysqlq.cli.gc import gc
 from mysqlq.cli.grants import grants
 from mysqlq.cli.migrate import migrate
@@ -51,6 +53,7 @@ for _command in (
     dlq,
     dashboard,
     gc,
+    doctor,
     grants,
     demo,
     bench,

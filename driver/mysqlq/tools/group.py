@@ -303,8 +303,7 @@ class LocalGroup:
         member.sql("START GROUP_REPLICATION")
         self._until(
             lambda: any(
-                r["member_id"] == member.member_id and r["state"] == "ONLINE"
-                for r in self.status()
+                r["member_id"] == member.member_id and r["state"] == "ONLINE" for r in self.status()
             ),
             f"{member} to be ONLINE",
             timeout,
