@@ -77,7 +77,7 @@ def private(tmp_path, schema_objects):
 
 
 def test_a_disabled_event_is_a_warning_that_fix_enables(private) -> None:
-    server, db = private
+    _server, db = private
     conn = db.connect()
     cur = conn.cursor()
     cur.execute("ALTER EVENT queue_maintenance_event DISABLE")
@@ -98,7 +98,7 @@ def test_a_disabled_event_is_a_warning_that_fix_enables(private) -> None:
 def test_a_read_only_server_is_an_error_and_fix_leaves_it_alone(private) -> None:
     """As an account without SUPER (read_only binds it), on a server made read-only: the writable
     check is an error and --fix does not try to change the event."""
-    server, db = private
+    _server, db = private
     root = db.connect()
     cur = root.cursor()
     cur.execute("ALTER EVENT queue_maintenance_event DISABLE")
@@ -121,7 +121,7 @@ def test_a_read_only_server_is_an_error_and_fix_leaves_it_alone(private) -> None
 
 
 def test_missing_grants_are_named_for_the_role_asked(private) -> None:
-    server, db = private
+    _server, db = private
     cur = db.connect().cursor()
     cur.execute("CREATE USER 'mq_pub'@'%' IDENTIFIED BY 'pub-Secret-1'")
     for statement in grants.grant_statements(
