@@ -10,7 +10,9 @@ restarted. Each records what it saw in a file of its own (the database is what f
 * a publisher, each message it published and when ``publish`` returned (acknowledged);
 * a subscriber, each handler run (id, attempt, when).
 
-After each kill the drill measures how long until a publish, and a handler, went through again
+Then the primary leaves the group while its server stays up (``STOP GROUP_REPLICATION``: it
+turns read-only, and the clients on it meet error 1290), and last a planned switchover. After each
+event the drill measures how long until a publish, and a handler, went through again
 (on the new primary), waits until the maintenance tick has run there (GC and heartbeat cleanup,
 with no manual step), and brings the killed member back. At the end the publishers stop, the
 group drains, and the checks are:
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -38,11 +41,13 @@ from pathlib import Path
 from typing import Any
 
 import mysqlq
+from mysqlq import doctor
 from mysqlq.connection import connect
 from mysqlq.tools.group import LocalGroup
 
 __all__ = ["main", "run_drill"]
 
+EVENT_STATUS = "SELECT STATUS FROM information_schema.EVENTS WHERE EVENT_SCHEMA = %s"
 TOPIC = "drill"
 GROUP = "g"
 DATABASE = "app"
@@ -125,6 +130,11 @@ class Records:
         for path in self.workdir.glob("sub-*.tsv"):
             rows += [(r[0], r[1], int(r[2]), int(r[3]), float(r[4])) for r in _lines(path)]
         return sorted(rows, key=lambda r: r[4])
+
+    def stall(self, lo: float, hi: float) -> float:
+        """The longest time in ``[lo, hi]`` with no publish returning."""
+        done = sorted([lo, hi, *(r[4] for r in self.published() if lo < r[4] < hi)])
+        return max(b - a for a, b in itertools.pairwise(done))
 
     def first_after(self, since: float) -> tuple[float | None, float | None]:
         """When a publish called after ``since`` first returned, and when a message published
@@ -248,18 +258,20 @@ def run_drill(
             )  # fmt: skip
         _until(lambda: len(records.handled()) >= 200, "the first 200 handler runs", 120)
         kills: list[float] = []
-        for n in range(failovers + 1):
-            planned = n == failovers
+        for kind in ["failover"] * failovers + ["leave", "switchover"]:
             old = group.wait_primary()
             seen = len(records.handled())
             _until(lambda s=seen: len(records.handled()) >= s + 100, "steady progress", 120)
             (now_ms,) = _query(dsn, "SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)")[0]
             at = time.time()
             kills.append(at)
-            if planned:
+            if kind == "switchover":
                 target = next(m for m in group.members if m is not old)
                 group.switchover(target)
                 new = target
+            elif kind == "leave":  # the primary leaves the group and stays up, read-only
+                old.sql("STOP GROUP_REPLICATION")
+                new = group.wait_primary(not_member=old)
             else:
                 group.kill(old)
                 new = group.wait_primary(not_member=old)
@@ -269,20 +281,26 @@ def run_drill(
                 "publish and consume to resume",
                 120,
             )
+            (status,) = _query(dsn, EVENT_STATUS, (DATABASE,))[0]
             event = {
-                "event": "switchover" if planned else "failover",
+                "event": kind,
                 "old": repr(old),
                 "new": repr(new),
                 "elected_s": round(elected, 2),
                 "publish_resumed_s": round(pub - at, 2),
                 "consume_resumed_s": round(run - at, 2),
+                "publish_stall_s": round(records.stall(at - 1, max(pub, run) + 1), 2),
+                "event_on_new_primary": status,
             }
             event["maintained_by"] = _until(
                 lambda m=now_ms: _maintained_since(dsn, m), "a maintenance tick", 60
             )
-            if not planned:
-                t = time.monotonic()
+            t = time.monotonic()
+            if kind == "failover":
                 group.rejoin(old)
+            elif kind == "leave":
+                group.rejoin(old, start=False)
+            if kind != "switchover":
                 event["rejoin_s"] = round(time.monotonic() - t, 1)
             events.append(event)
             print(f"drill: {json.dumps(event)}", flush=True)
@@ -298,11 +316,10 @@ def run_drill(
             180,
         )
         lag = _lag(dsn)
-        (events_row,) = _query(
-            dsn,
-            "SELECT STATUS FROM information_schema.EVENTS WHERE EVENT_SCHEMA = %s",
-            (DATABASE,),
-        )
+        # mysqlq doctor on the group: healthy, and --fix enables an event the promotion left off
+        report = doctor.diagnose(dsn)
+        fixed = doctor.diagnose(dsn, fix=True)
+        (events_row,) = _query(dsn, EVENT_STATUS, (DATABASE,))
         for name, p in procs.items():
             if name.startswith("sub"):
                 p.send_signal(signal.SIGTERM)
@@ -314,7 +331,9 @@ def run_drill(
             "events": events,
             "alive_until_stopped": all(alive.values()),
             "exit_codes": {**pub_exit, **sub_exit},
-            "maintenance_event_on_last_primary": events_row[0],
+            "doctor": report.as_dict(),
+            "doctor_fixed": fixed.fixed,
+            "maintenance_event_after_fix": events_row[0],
         }
         (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
         return summary
@@ -350,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = run_drill(workdir, failovers=args.failovers)
     print("drill: " + json.dumps({k: v for k, v in summary.items() if k != "events"}))
     ok = (
-        summary["lost"] == 0
+        summary["doctor"]["healthy"]
+        and summary["lost"] == 0
         and summary["order_violations"] == 0
         and summary["lag"] == 0
         and summary["alive_until_stopped"]

@@ -297,9 +297,11 @@ class LocalGroup:
         """SIGKILL the member's mysqld (a failover when it is the primary)."""
         member.kill()
 
-    def rejoin(self, member: GroupMember, timeout: float = 180.0) -> None:
-        """Start a killed member again (same ports and data) and bring it back into the group."""
-        member.start(timeout=120)
+    def rejoin(self, member: GroupMember, timeout: float = 180.0, start: bool = True) -> None:
+        """Start a killed member again (same ports and data) and bring it back into the group
+        (``start=False``: its server runs, it only left the group)."""
+        if start:
+            member.start(timeout=120)
         member.sql("START GROUP_REPLICATION")
         self._until(
             lambda: any(
