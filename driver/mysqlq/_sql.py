@@ -218,3 +218,5 @@ FROM queue_maintenance_schedule
 """
 DOCTOR_GRANTS = "SHOW GRANTS FOR CURRENT_USER()"
 DOCTOR_ENABLE_EVENT = "ALTER EVENT queue_maintenance_event ENABLE"
+# probes that fail where the server lacks the variable or table (the doctor reads the failure)
+SERVER_SPECIFIC = ("DOCTOR_SUPER_READ_ONLY", "DOCTOR_GROUP_MEMBERS", "DOCTOR_GROUP_MODE")

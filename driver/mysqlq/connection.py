@@ -33,7 +33,7 @@ import MySQLdb.cursors
 from MySQLdb.constants import CLIENT
 
 from mysqlq import primary
-from mysqlq.errors import InvalidDSN, translating
+from mysqlq.errors import InvalidDSN, ServerReadOnly, TransactionTooLarge, translating
 
 __all__ = [
     "DSN",
@@ -253,16 +253,26 @@ def execute_rows(
 ) -> list[dict[str, Any]]:
     """Run one statement; return the rows of its first result set as dicts and read the rest
     (a CALL sends a final status after its result), raising mysqlq errors."""
-    with translating():
-        cur = conn.cursor(MySQLdb.cursors.DictCursor)
-        try:
-            cur.execute(sql, args)
-            rows = [dict(row) for row in cur.fetchall() or []]
-            while cur.nextset():
-                pass
-            return rows
-        finally:
-            cur.close()
+    try:
+        with translating():
+            cur = conn.cursor(MySQLdb.cursors.DictCursor)
+            try:
+                cur.execute(sql, args)
+                rows = [dict(row) for row in cur.fetchall() or []]
+                while cur.nextset():
+                    pass
+                return rows
+            finally:
+                cur.close()
+    except TransactionTooLarge as exc:
+        state = primary.member_state(conn)
+        if state == "ONLINE PRIMARY":
+            raise
+        # 3100 is any failure of Group Replication's commit hook: a member leaving the group (or
+        # out of it) gives it too, until it turns read-only. Not a size problem: go to the primary
+        raise ServerReadOnly(
+            f"the server is not the group's ONLINE primary ({state}): {exc.args[0]}"
+        ) from exc
 
 
 def call(conn: MySQLdb.connections.Connection, proc: str, *args: Any) -> list[dict[str, Any]]:

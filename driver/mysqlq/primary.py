@@ -17,11 +17,15 @@ import MySQLdb
 
 from mysqlq.errors import ConnectionLost
 
-__all__ = ["connect_primary"]
+__all__ = ["connect_primary", "member_state"]
 
 GROUP_PRIMARY = (
     "SELECT MEMBER_HOST, MEMBER_PORT FROM performance_schema.replication_group_members "
     "WHERE MEMBER_ROLE = 'PRIMARY' AND MEMBER_STATE = 'ONLINE'"
+)
+MEMBER_STATE = (
+    "SELECT CONCAT(MEMBER_STATE, ' ', MEMBER_ROLE) AS state"
+    " FROM performance_schema.replication_group_members WHERE MEMBER_ID = @@server_uuid"
 )
 READ_ONLY = "SELECT @@global.read_only"
 SUPER_READ_ONLY = "SELECT @@global.super_read_only"  # MySQL only
@@ -82,3 +86,17 @@ def connect_primary(hosts: tuple[tuple[str, int | None], ...], kwargs: dict[str,
         with contextlib.suppress(Exception):
             conn.close()
     raise ConnectionLost("no writable primary among the DSN's hosts: " + "; ".join(answers))
+
+
+def member_state(conn: MySQLdb.connections.Connection) -> str:
+    """``"ONLINE PRIMARY"`` and the like for a Group Replication member; what went wrong else."""
+    try:
+        cur = conn.cursor()
+        try:
+            cur.execute(MEMBER_STATE)
+            row = cur.fetchone()
+        finally:
+            cur.close()
+    except MySQLdb.Error as exc:
+        return f"its state unreadable: {exc.args[-1] if exc.args else exc}"
+    return str(row[0]) if row else "not a member"

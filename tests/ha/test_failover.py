@@ -61,6 +61,8 @@ def test_the_group_survives_repeated_primary_kills_and_a_switchover(tmp_path: Pa
     assert summary["lost"] == 0, summary
     assert summary["order_violations"] == 0, summary
     assert summary["lag"] == 0, summary
+    # GC ran on the new primaries: the log holds a fraction of what went through it
+    assert summary["log_rows_at_end"] < summary["published"] // 2, summary
     assert summary["alive_until_stopped"], summary
     assert not any(summary["exit_codes"].values()), summary
     for event in events:

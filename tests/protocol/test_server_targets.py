@@ -356,6 +356,7 @@ def _read_queries() -> dict[str, str]:
         and isinstance(text, str)
         and text.lstrip().startswith("SELECT")
         and name != "VERSION_BEFORE_1_2"  # the function of older schemas
+        and name not in _sql.SERVER_SPECIFIC  # MySQL's, or a group member's, alone
     }
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import faulthandler
 import itertools
 import json
 import os
@@ -61,6 +62,7 @@ def _publisher(args: argparse.Namespace) -> int:
     fails after its retry window is tried again with the same id (G1 makes that safe)."""
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     keys = args.keys.split(",")
     client = mysqlq.connect(args.dsn)
     pause = 1.0 / args.rate
@@ -77,6 +79,7 @@ def _publisher(args: argparse.Namespace) -> int:
                         break
                     except mysqlq.Error as exc:
                         print(f"publish {msg_id} failed, again: {exc}", file=sys.stderr, flush=True)
+                        time.sleep(0.1)
                 out.write(f"{msg_id}\t{key}\t{seq}\t{started:.3f}\t{time.time():.3f}\n")
                 time.sleep(pause)
     client.close()
@@ -84,6 +87,8 @@ def _publisher(args: argparse.Namespace) -> int:
 
 
 def _subscriber(args: argparse.Namespace) -> int:
+    # the drill asks a worker that stopped making progress for its threads' stacks
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     out = open(args.out, "a", buffering=1)  # noqa: SIM115
 
     def handle(msg: mysqlq.Message) -> None:
@@ -276,11 +281,17 @@ def run_drill(
                 group.kill(old)
                 new = group.wait_primary(not_member=old)
             elected = time.time() - at
-            pub, run = _until(
-                lambda a=at: all(records.first_after(a)) and records.first_after(a),
-                "publish and consume to resume",
-                120,
-            )
+            try:
+                pub, run = _until(
+                    lambda a=at: all(records.first_after(a)) and records.first_after(a),
+                    "publish and consume to resume",
+                    120,
+                )
+            except TimeoutError:
+                for p in procs.values():  # the stacks of every worker, into its log
+                    p.send_signal(signal.SIGUSR1)
+                time.sleep(2)
+                raise
             (status,) = _query(dsn, EVENT_STATUS, (DATABASE,))[0]
             event = {
                 "event": kind,
@@ -316,6 +327,8 @@ def run_drill(
             180,
         )
         lag = _lag(dsn)
+        # GC went on through the failovers: what every group acked is gone from the log
+        (log_rows,) = _query(dsn, "SELECT COUNT(*) FROM queue_messages WHERE topic = %s", (TOPIC,))
         # mysqlq doctor on the group: healthy, and --fix enables an event the promotion left off
         report = doctor.diagnose(dsn)
         fixed = doctor.diagnose(dsn, fix=True)
@@ -328,6 +341,7 @@ def run_drill(
             **boot,
             **check(records, kills),
             "lag": lag,
+            "log_rows_at_end": int(log_rows[0]),
             "events": events,
             "alive_until_stopped": all(alive.values()),
             "exit_codes": {**pub_exit, **sub_exit},
