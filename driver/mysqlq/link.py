@@ -22,7 +22,7 @@ from typing import Any
 
 from tenacity import RetryCallState
 
-from mysqlq.connection import connect, execute_rows
+from mysqlq.connection import connect, execute_rows, parse_dsn, resolve_dsn
 from mysqlq.errors import ConnectionLost
 from mysqlq.transient import check_window, retrying
 
@@ -81,12 +81,20 @@ class Link:
         forever: bool = False,
         stopping: threading.Event | None = None,
         reach: Reachability | None = None,
+        read_timeout: int | None = None,
     ) -> None:
         self.dsn = dsn
         self.name = name
         self.window = check_window(window)
         self.forever = forever
         self.reach = reach
+        # a statement that gets no answer for this long counts as a lost connection (a server
+        # can hang a commit, as a member leaving its group does); the DSN's own setting wins
+        self._connect_kw = (
+            {"read_timeout": read_timeout}
+            if read_timeout and "read_timeout" not in parse_dsn(resolve_dsn(dsn)).query
+            else {}
+        )
         self.stopping = stopping
         self._conn: Any = None
 
@@ -98,7 +106,7 @@ class Link:
     def open(self) -> None:
         """Connect now (once), without retrying: a first connection that fails is an error."""
         if self._conn is None:
-            self._conn = connect(self.dsn)
+            self._conn = connect(self.dsn, **self._connect_kw)
 
     def close(self) -> None:
         if self._conn is not None:

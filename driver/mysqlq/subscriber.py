@@ -37,6 +37,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import math
 import os
 import random
 import signal
@@ -68,6 +69,9 @@ Handler = Callable[[Message], Any]
 
 # what stop() gives the final flush and the deregistration after the handlers' timeout
 FLUSH_GRACE = 5.0
+# seconds a loop's statement may go unanswered before its connection is taken as lost (a Group
+# Replication member leaving its group can hold a commit for minutes)
+LOOP_READ_TIMEOUT = 30
 
 
 def _ms(seconds: float) -> int:
@@ -380,9 +384,16 @@ class Subscriber:
     # handlers -------------------------------------------------------------------------------
 
     def _link(self, loop: str) -> Link:
-        """A loop's connection: retried until it answers or the subscriber stops."""
-        name = f"{self.name} {loop}"
-        return Link(self.dsn, name=name, forever=True, stopping=self._stopping, reach=self._reach)
+        """A loop's connection: retried until it answers or the subscriber stops; a statement
+        with no answer in ``LOOP_READ_TIMEOUT`` s (plus the long poll) is taken as lost."""
+        return Link(
+            self.dsn,
+            name=f"{self.name} {loop}",
+            forever=True,
+            stopping=self._stopping,
+            reach=self._reach,
+            read_timeout=LOOP_READ_TIMEOUT + math.ceil(self.poll_interval),
+        )
 
     def _run_partition(self, pid: int, generation: int) -> None:
         """Run a partition's buffered messages one after the other, in offset order."""
