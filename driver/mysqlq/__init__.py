@@ -3,6 +3,7 @@
 import importlib
 from typing import Any
 
+from mysqlq import retry
 from mysqlq.client import Client, PublishResult, Transaction, connect
 from mysqlq.errors import (
     CommitFailed,
@@ -23,6 +24,7 @@ from mysqlq.errors import (
     TransientError,
 )
 from mysqlq.message import Message
+from mysqlq.policy import AckPolicy
 from mysqlq.subscriber import Subscriber
 
 
@@ -36,6 +38,7 @@ def __getattr__(name: str) -> Any:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AckPolicy",
     "Client",
     "CommitFailed",
     "ConnectionLost",
@@ -59,4 +62,5 @@ __all__ = [
     "TransientError",
     "__version__",
     "connect",
+    "retry",
 ]

@@ -5,12 +5,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import threading
 from typing import Any
 
-from mysqlq import effects
+from mysqlq import _sql, codec, effects
+from mysqlq.connection import connect, execute_rows
+from mysqlq.errors import Error
 from mysqlq.message import Message
 
 __all__ = ["SubscriberSettler"]
+
+log = logging.getLogger("mysqlq.subscriber")
 
 
 class SubscriberSettler:
@@ -18,6 +25,22 @@ class SubscriberSettler:
 
     def __init__(self, subscriber: Any) -> None:
         self._subscriber = subscriber
+        # per handler thread: the connection of msg.transaction() and of ACK_FIRST's acks
+        # (opened on first use)
+        self._local = threading.local()
+
+    def connection(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = effects.session(connect(self._subscriber.dsn))
+        return conn
+
+    def discard(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
 
     def settle(
         self,
@@ -46,8 +69,27 @@ class SubscriberSettler:
     def transaction(self, message: Message) -> Any:
         sub = self._subscriber
         return effects.transaction(
-            sub._tx_connection,
-            sub._tx_discard,
+            self.connection,
+            self.discard,
             lambda msg, conn: sub._settle_in(msg, "ack", conn),
             message,
         )
+
+    def ack_first(self, message: Message) -> bool:
+        """``AckPolicy.ACK_FIRST``: ack on the handler thread's own connection before the handler
+        runs. False (do not run it) when the ack was refused as stale or could not be sent: the
+        message then runs at most once, elsewhere or never."""
+        sub = self._subscriber
+        deliveries = codec.deliveries_json([message])
+        try:
+            (row,) = execute_rows(self.connection(), _sql.ACK, (sub.group, deliveries))
+        except Error as exc:
+            self.discard()
+            log.warning("%s: ack before the handler failed, not run: %s", sub.name, exc)
+            return False
+        if int(row["settled"]) != 1:
+            sub._count("stale")
+            return False
+        message._outcome = "ack"
+        sub._count("acked")
+        return True

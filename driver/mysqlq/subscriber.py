@@ -14,13 +14,12 @@ Four small loops, each on its own connection, and a pool of handler threads:
   partition's messages run one after the other in offset order; different partitions run in
   parallel.
 
-A handler that returns acks its message; one that raises nacks it with exponential backoff and
-jitter (the DLQ takes it after ``max_attempts`` handler runs). Explicit ``msg.ack()/nack()/
-extend()/dead_letter()`` calls are final. A fetch charges an attempt and a release gives it back,
-so a message fetched but never started costs nothing (G14). A handler past ``max_handler_time``
-is given up: its message is nacked, its partition goes on, and what it settles later is dropped
-(:mod:`mysqlq.holdings`). A buffered message whose visibility, lease or lease epoch is gone is
-released, not started.
+What follows a handler is its ``ack_policy``'s (:mod:`mysqlq.policy`): by default a return
+acks and a raise nacks with the ``retry`` strategy's delay (:mod:`mysqlq.retry`). Explicit
+``msg.ack()/nack()/extend()/dead_letter()`` calls are final. A fetch charges an attempt and a
+release gives it back (G14). A handler past ``max_handler_time`` is given up, its partition goes
+on, and what it settles later is dropped (:mod:`mysqlq.holdings`). A buffered message whose
+visibility, lease or lease epoch is gone is released, not started.
 ``stop()`` (or SIGTERM/SIGINT in ``run()``) stops fetching, lets running handlers finish, makes
 buffered messages visible again without charging an attempt, flushes, releases the leases and
 deregisters, so another subscriber takes over at once.
@@ -39,7 +38,6 @@ import contextlib
 import logging
 import math
 import os
-import random
 import signal
 import socket
 import threading
@@ -58,6 +56,8 @@ from mysqlq.holdings import Holdings
 from mysqlq.link import Link, Reachability
 from mysqlq.message import Message
 from mysqlq.metrics import SubscriberMetrics
+from mysqlq.policy import AckPolicy, after_handler, as_policy, strategy
+from mysqlq.retry import RetryStrategy
 from mysqlq.settler import SubscriberSettler
 
 __all__ = ["Subscriber"]
@@ -112,6 +112,8 @@ class Subscriber:
         concurrency: int = 4,
         retry_backoff: float = 1.0,
         max_backoff: float = 300.0,
+        ack_policy: AckPolicy | str = AckPolicy.NACK_ON_ERROR,
+        retry: RetryStrategy | None = None,
         dlq_topic: str | None = None,
         max_handler_time: float = 600.0,
         maintenance_interval: float | None = 10.0,
@@ -134,6 +136,8 @@ class Subscriber:
         _positive("retry_backoff", retry_backoff, low=-1e-12)
         _positive("max_backoff", max_backoff, low=-1e-12)
         _positive("max_handler_time", max_handler_time)
+        self.ack_policy = as_policy(ack_policy)
+        self.retry = strategy(retry, retry_backoff, max_backoff)
         maintenance.check_interval(maintenance_interval)
         self.dsn = resolve_dsn(dsn)
         self.topic = topic
@@ -151,8 +155,6 @@ class Subscriber:
         self.max_buffered = max_buffered or min(concurrency * batch_size * 8, 100_000)
         self.poll_interval = poll_interval
         self.concurrency = concurrency
-        self.retry_backoff = retry_backoff
-        self.max_backoff = max_backoff
         self.dlq_topic = dlq_topic
         # a running handler keeps its message invisible up to this long, then is given up
         self.max_handler_time = max_handler_time
@@ -172,8 +174,6 @@ class Subscriber:
         self._settler = SubscriberSettler(self)
         # leases, buffered and running messages
         self._holdings = Holdings(max_handler_time)
-        # per handler thread: the connection of msg.transaction() (opened on first use)
-        self._tx_local = threading.local()
         self._threads: list[threading.Thread] = []
         self._pool: HandlerPool | None = None
         self._counts = collections.Counter()
@@ -411,7 +411,11 @@ class Subscriber:
                 self._flusher.enqueue(Settlement("release", held.message))
                 continue
             try:
-                self._handle(held.message)
+                # ACK_FIRST: acked on this thread's connection before it runs (at most once)
+                if self.ack_policy is not AckPolicy.ACK_FIRST or self._settler.ack_first(
+                    held.message
+                ):
+                    self._handle(held.message)
             finally:
                 self._holdings.finished(held)
 
@@ -436,16 +440,19 @@ class Subscriber:
             text = codec.error_text(f"{type(exc).__name__}: {exc}")
             log.warning("handler failed on %s: %s", _where(message), text)
         if not message.settled:
-            message._outcome = "ack" if exc is None else "nack"
-            self._settle(message, message._outcome, delay=None, error=None if exc is None else text)
+            decision = after_handler(self.ack_policy, self.retry, message.attempt, exc is not None)
+            if decision.outcome is not None:
+                message._outcome = decision.outcome
+                error = None if exc is None else text
+                self._settle(message, decision.outcome, delay=decision.delay, error=error)
 
     def _count(self, name: str, n: int = 1) -> None:
         with self._lock:
             self._counts[name] += n
 
     def _backoff_ms(self, attempt: int) -> int:
-        base = min(self.max_backoff, self.retry_backoff * (2 ** max(0, attempt - 1)))
-        return _ms(base * random.uniform(0.5, 1.0))
+        """An explicit ``msg.nack()``'s delay when it gives none: the retry strategy's."""
+        return _ms(self.retry.delay(attempt))
 
     # outcomes -------------------------------------------------------------------------------
 
@@ -494,19 +501,6 @@ class Subscriber:
         message._outcome = outcome
         self._count(f"{COUNTED[outcome]}_in_transaction")
 
-    def _tx_connection(self) -> Any:
-        conn = getattr(self._tx_local, "conn", None)
-        if conn is None:
-            conn = self._tx_local.conn = effects.session(open_connection(self.dsn))
-        return conn
-
-    def _tx_discard(self) -> None:
-        conn = getattr(self._tx_local, "conn", None)
-        self._tx_local.conn = None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.close()
-
     def _fenced(self, message: Message, outcome: str) -> bool:
         """A handler that was given up settles nothing: its message was nacked already."""
         fenced = self._holdings.fenced(message)
@@ -547,20 +541,20 @@ class Subscriber:
             if self._metrics:
                 self._metrics.given_up.inc()
             log.warning(
-                "%s: handler exceeded max_handler_time (%gs) on %s; its message is nacked and its"
-                " thread replaced",
+                "%s: handler exceeded max_handler_time (%gs) on %s; its message is settled as its"
+                " ack policy says (nacked by default) and its thread replaced",
                 self.name,
                 self.max_handler_time,
                 _where(message),
             )
-            self._flusher.enqueue(
-                Settlement(
-                    "nack",
-                    message,
-                    delay_ms=self._backoff_ms(message.attempt),
-                    error=f"handler exceeded max_handler_time ({self.max_handler_time:g}s)",
-                )
+            decision = after_handler(
+                self.ack_policy, self.retry, message.attempt, failed=True, given_up=True
             )
+            if decision.outcome is not None:
+                error = f"handler exceeded max_handler_time ({self.max_handler_time:g}s)"
+                self._flusher.enqueue(
+                    Settlement(decision.outcome, message, _ms(decision.delay), error)
+                )
             assert self._pool is not None
             self._pool.replace(held.thread)
             # the partition goes on: its next message in a new runner

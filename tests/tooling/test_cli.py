@@ -460,6 +460,55 @@ def test_consume_with_a_handler_module(dsn, client, tmp_path):
     assert "stopped: 3 acked, 0 nacked, 1 dead-lettered" in err  # the last attempt dead-letters
 
 
+@pytest.mark.parametrize(
+    "policy", [("--ack-policy", "reject_on_error"), ("--retry", "none", "--retry-delay", "0")]
+)
+def test_consume_dead_letters_at_the_first_failure_as_told(dsn, client, tmp_path, policy):
+    """--ack-policy reject_on_error, or --retry none: the poison message runs once and goes to
+    the DLQ, though --max-attempts would allow five runs."""
+    (tmp_path / "cli_handlers2.py").write_text(
+        textwrap.dedent(
+            """
+            import os
+
+            def handle(msg):
+                with open(os.environ["HANDLED_FILE"], "a") as f:
+                    f.write(msg.id + "\\n")
+                if msg.id == "poison":
+                    raise ValueError("cannot handle poison")
+            """
+        )
+    )
+    handled = tmp_path / "handled.txt"
+    os.environ["HANDLED_FILE"] = str(handled)
+    try:
+        client.publish("orders", b"x", key="k", id="poison")
+        client.publish("orders", b"x", key="k", id="fine")
+        proc = run_consumer(
+            dsn, "orders", "--group", "g", "--handler", "cli_handlers2:handle",
+            "--max-attempts", "5", "--lease-duration", "3", *policy, cwd=tmp_path,
+        )  # fmt: skip
+        try:
+            wait_until(
+                lambda: (row := lag_of(client, "orders", "g")) and row["lag"] == 0,
+                timeout=30,
+                what="the consumer to settle everything",
+            )
+        finally:
+            stop(proc)
+    finally:
+        del os.environ["HANDLED_FILE"]
+    assert handled.read_text().split() == ["poison", "fine"]
+    (entry,) = client.dlq_list("orders_dlq")
+    assert entry["failures"] == 1 and "cannot handle poison" in entry["last_error"]
+
+
+def test_consume_refuses_an_unknown_ack_policy(cli):
+    result = cli("consume", "orders", "--group", "g", "--ack-policy", "sometimes")
+    assert result.exit_code == 2
+    assert "--ack-policy" in result.output
+
+
 def test_consume_with_a_bad_handler_spec(cli):
     result = cli("consume", "orders", "--group", "g", "--handler", "no_such_module_xyz:f")
     assert result.exit_code == 2

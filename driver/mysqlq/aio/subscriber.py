@@ -37,6 +37,7 @@ from mysqlq.aio.message import HandlerTransaction, Message
 from mysqlq.connection import connect as open_connection
 from mysqlq.errors import Error
 from mysqlq.flusher import Settlement
+from mysqlq.policy import AckPolicy
 from mysqlq.settler import SubscriberSettler
 
 __all__ = ["Subscriber"]
@@ -267,7 +268,14 @@ class Subscriber(sync_subscriber.Subscriber):
             with self._holdings.lock:
                 held.thread = task  # what the keepalive loop's give-up cancels
             try:
-                await self._handle_async(held.message)
+                # ACK_FIRST: acked (in a thread of the executor) before it runs: at most once
+                if (
+                    self.ack_policy is not AckPolicy.ACK_FIRST
+                    or await asyncio.get_running_loop().run_in_executor(
+                        self._executor, self._settler.ack_first, held.message
+                    )
+                ):
+                    await self._handle_async(held.message)
             finally:
                 self._holdings.finished(held)
             await asyncio.sleep(0)  # handlers that never wait must not keep the loop

@@ -15,8 +15,9 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from mysqlq import codec
+from mysqlq import codec, retry
 from mysqlq.cli._common import DSN_OPTION, err_console, errors
+from mysqlq.policy import AckPolicy
 
 
 def _printing_handler() -> Callable[[Any], None]:
@@ -29,6 +30,16 @@ def _printing_handler() -> Callable[[Any], None]:
             sys.stdout.flush()
 
     return handle
+
+
+def _strategy(kind: str, delay: float, step: float, ceiling: float, total: float | None) -> Any:
+    if kind == "none":
+        return retry.NoRetry()
+    if kind == "constant":
+        return retry.Constant(delay, max_total_delay=total)
+    if kind == "linear":
+        return retry.Linear(delay, step, max_delay=ceiling, max_total_delay=total)
+    return retry.Exponential(delay, 2.0, ceiling, jitter=True, max_total_delay=total)
 
 
 def load_handler(spec: str) -> Callable[[Any], Any]:
@@ -113,6 +124,37 @@ def load_handler(spec: str) -> Callable[[Any], Any]:
     show_default=True,
     help="Seconds between fetches when idle.",
 )
+@click.option(
+    "--ack-policy",
+    type=click.Choice([p.value for p in AckPolicy]),
+    default=AckPolicy.NACK_ON_ERROR.value,
+    show_default=True,
+    help="What follows a handler: see docs/retries.md.",
+)
+@click.option(
+    "--retry",
+    "retry_kind",
+    type=click.Choice(["exponential", "constant", "linear", "none"]),
+    default="exponential",
+    show_default=True,
+    help="How long a failed message waits before its next attempt.",
+)
+@click.option(
+    "--retry-delay",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Seconds: the first delay (constant: every delay).",
+)
+@click.option("--retry-step", type=float, default=1.0, show_default=True, help="Linear: added.")
+@click.option(
+    "--retry-max-delay", type=float, default=300.0, show_default=True, help="Ceiling of a delay."
+)
+@click.option(
+    "--retry-max-total-delay",
+    type=float,
+    help="Dead-letter once the delays would add up past this many seconds.",
+)
 @click.option("--dlq-topic", help="The group's DLQ topic (default: TOPIC_dlq).")
 @click.option("--name", help="Subscriber name (default: host:pid:random).")
 @click.option("-v", "--verbose", count=True, help="Log more (-v info, -vv debug).")
@@ -128,17 +170,23 @@ def consume(
     max_handler_time: float,
     lease_duration: float,
     poll_interval: float,
+    ack_policy: str,
+    retry_kind: str,
+    retry_delay: float,
+    retry_step: float,
+    retry_max_delay: float,
+    retry_max_total_delay: float | None,
     dlq_topic: str | None,
     name: str | None,
     verbose: int,
 ) -> None:
     """Consume TOPIC as a member of consumer group --group until SIGTERM or Ctrl-C.
 
-    A handler that returns acks its message; one that raises nacks it (retried with backoff,
-    then dead-lettered after --max-attempts runs); one still running after --max-handler-time
-    is given up. The default handler prints each message
-    as a JSON line: topic, key, offset, id, attempt, payload (text, or payload_b64 when the
-    payload is not UTF-8) and metadata.
+    A handler that returns acks its message; one that raises nacks it (retried after the
+    --retry strategy's delay, then dead-lettered after --max-attempts runs); --ack-policy changes
+    that. One still running after --max-handler-time is given up. The default handler prints
+    each message as a JSON line: topic, key, offset, id, attempt, payload (text, or payload_b64
+    when the payload is not UTF-8) and metadata.
     """
     from mysqlq.subscriber import Subscriber
 
@@ -161,6 +209,10 @@ def consume(
             max_handler_time=max_handler_time,
             lease_duration=lease_duration,
             poll_interval=poll_interval,
+            ack_policy=ack_policy,
+            retry=_strategy(
+                retry_kind, retry_delay, retry_step, retry_max_delay, retry_max_total_delay
+            ),
             dlq_topic=dlq_topic,
         )
         err_console.print(
