@@ -20,15 +20,12 @@ acks and a raise nacks with the ``retry`` strategy's delay (:mod:`mysqlq.retry`)
 release gives it back (G14). A handler past ``max_handler_time`` is given up, its partition goes
 on, and what it settles later is dropped (:mod:`mysqlq.holdings`). A buffered message whose
 visibility, lease or lease epoch is gone is released, not started.
-``stop()`` (or SIGTERM/SIGINT in ``run()``) stops fetching, lets running handlers finish, makes
-buffered messages visible again without charging an attempt, flushes, releases the leases and
-deregisters, so another subscriber takes over at once.
+``stop()`` (or SIGTERM/SIGINT in ``run()``) stops fetching, lets running handlers finish, returns
+buffered messages uncharged, flushes and deregisters: another subscriber takes over at once.
 
-When the database stops answering (a crash, a failover: see docs/ha.md) the loops retry, through
-the DSN's host list, until it answers again; meanwhile no buffered message starts, running
-handlers finish, and their outcomes wait in the flush queue. Once a loop reaches the (new) primary
-they go out, fenced by lease epoch, and the runners go on. ``stop()`` returns within its timeout
-and its flush grace whether or not the database answers.
+Without the database (a crash, a failover: docs/ha.md) the loops retry through the host list;
+no buffered message starts, and outcomes wait for the (new) primary, fenced there by lease epoch.
+``stop()`` returns within its timeout and flush grace, the database up or down.
 """
 
 from __future__ import annotations
@@ -386,13 +383,14 @@ class Subscriber:
     def _link(self, loop: str) -> Link:
         """A loop's connection: retried until it answers or the subscriber stops; a statement
         with no answer in ``LOOP_READ_TIMEOUT`` s (plus the long poll) is taken as lost."""
+        timeout, name = LOOP_READ_TIMEOUT + math.ceil(self.poll_interval), f"{self.name} {loop}"
         return Link(
             self.dsn,
-            name=f"{self.name} {loop}",
+            name=name,
             forever=True,
             stopping=self._stopping,
             reach=self._reach,
-            read_timeout=LOOP_READ_TIMEOUT + math.ceil(self.poll_interval),
+            read_timeout=timeout,
         )
 
     def _run_partition(self, pid: int, generation: int) -> None:
