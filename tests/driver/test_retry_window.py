@@ -93,3 +93,18 @@ def test_a_publisher_rides_through_a_server_outage_within_its_window(
                 client.close()
     finally:
         server.stop()
+
+
+def test_a_statement_unanswered_past_the_read_timeout_is_a_lost_connection(dsn) -> None:
+    """The subscriber's loops give their connections a read timeout: a statement the server
+    holds (as a member leaving its group holds a commit) ends as ConnectionLost, which the loop
+    retries on a new connection, through the host list."""
+    from mysqlq.link import Link
+
+    link = Link(dsn, window=0, read_timeout=1)
+    started = time.monotonic()
+    with pytest.raises(errors.ConnectionLost):
+        link.rows("SELECT SLEEP(6) AS slept", ())
+    assert time.monotonic() - started < 5
+    assert link.rows("SELECT 1 AS one", ()) == [{"one": 1}]  # a new connection
+    link.close()
