@@ -265,13 +265,17 @@ def execute_rows(
             finally:
                 cur.close()
     except TransactionTooLarge as exc:
-        state = primary.member_state(conn)
-        if state == "ONLINE PRIMARY":
+        # 3100 is any failure of Group Replication's commit hook. A member leaving the group
+        # gives it too (still calling itself the ONLINE primary for a few seconds), until it
+        # turns read-only. It is a size problem only on the primary, for a call whose arguments
+        # alone come near the limit; else go and find the primary
+        state, limit = primary.member_state(conn), primary.size_limit(conn)
+        size = sum(len(a) for a in args or () if isinstance(a, (str, bytes)))
+        if state == "ONLINE PRIMARY" and limit and size * 2 >= limit:
             raise
-        # 3100 is any failure of Group Replication's commit hook: a member leaving the group (or
-        # out of it) gives it too, until it turns read-only. Not a size problem: go to the primary
         raise ServerReadOnly(
-            f"the server is not the group's ONLINE primary ({state}): {exc.args[0]}"
+            f"Group Replication refused the commit ({state}, {size} bytes of arguments,"
+            f" limit {limit or 'none'}): finding the primary again [{exc.args[0]}]"
         ) from exc
 
 

@@ -17,7 +17,7 @@ import MySQLdb
 
 from mysqlq.errors import ConnectionLost
 
-__all__ = ["connect_primary", "member_state"]
+__all__ = ["connect_primary", "member_state", "size_limit"]
 
 GROUP_PRIMARY = (
     "SELECT MEMBER_HOST, MEMBER_PORT FROM performance_schema.replication_group_members "
@@ -27,6 +27,7 @@ MEMBER_STATE = (
     "SELECT CONCAT(MEMBER_STATE, ' ', MEMBER_ROLE) AS state"
     " FROM performance_schema.replication_group_members WHERE MEMBER_ID = @@server_uuid"
 )
+SIZE_LIMIT = "SELECT @@global.group_replication_transaction_size_limit"
 READ_ONLY = "SELECT @@global.read_only"
 SUPER_READ_ONLY = "SELECT @@global.super_read_only"  # MySQL only
 
@@ -100,3 +101,11 @@ def member_state(conn: MySQLdb.connections.Connection) -> str:
     except MySQLdb.Error as exc:
         return f"its state unreadable: {exc.args[-1] if exc.args else exc}"
     return str(row[0]) if row else "not a member"
+
+
+def size_limit(conn: MySQLdb.connections.Connection) -> int | None:
+    """``group_replication_transaction_size_limit`` (0: none), or None where it cannot be read."""
+    try:
+        return int(_one(conn, SIZE_LIMIT)[0][0])
+    except (MySQLdb.Error, TypeError, ValueError, IndexError):
+        return None

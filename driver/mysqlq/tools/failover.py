@@ -191,6 +191,27 @@ def _maintained_since(dsn: str, since_ms: int) -> str | None:
     return rows[0][0] if rows else None
 
 
+def _stall_report(group: LocalGroup, path: Path) -> None:
+    """What every running member was doing when the drill stopped seeing progress."""
+    report: dict[str, Any] = {}
+    for member in group.members:
+        if not member.running:
+            continue
+        with contextlib.suppress(Exception):
+            report[repr(member)] = {
+                "members": member.sql(
+                    "SELECT MEMBER_PORT, MEMBER_STATE, MEMBER_ROLE"
+                    " FROM performance_schema.replication_group_members"
+                ),
+                "processes": member.sql(
+                    "SELECT ID, USER, COMMAND, TIME, STATE, LEFT(INFO, 200)"
+                    " FROM information_schema.PROCESSLIST WHERE COMMAND <> 'Sleep'"
+                ),
+                "lock_waits": member.sql("SELECT COUNT(*) FROM performance_schema.data_lock_waits"),
+            }
+    path.write_text(json.dumps(report, indent=1, default=str))
+
+
 def check(records: Records, kills: list[float]) -> dict[str, Any]:
     published = records.published()
     handled = records.handled()
@@ -290,6 +311,7 @@ def run_drill(
             except TimeoutError:
                 for p in procs.values():  # the stacks of every worker, into its log
                     p.send_signal(signal.SIGUSR1)
+                _stall_report(group, workdir / "stall.json")
                 time.sleep(2)
                 raise
             (status,) = _query(dsn, EVENT_STATUS, (DATABASE,))[0]
