@@ -34,18 +34,25 @@ log = logging.getLogger("mysqlq.link")
 class Reachability:
     """Whether a subscriber reaches its database: lost while any of its links is failing on a
     lost connection (a read-only server included), back when each of those calls succeeded.
-    ``online`` is set while reachable; ``losses`` counts the times it was lost."""
+    ``online`` is set while reachable; ``losses`` counts the times it was lost.
+
+    ``generation`` grows with every such failure: a link whose connection is older reconnects
+    before its next call. One loop finding that the primary moved sends them all to the new one;
+    else a loop whose calls only read (an idle long poll) could stay on a member that left its
+    group, reading data that no longer changes."""
 
     def __init__(self) -> None:
         self.online = threading.Event()
         self.online.set()
         self.losses = 0
         self.since = 0.0  # monotonic: when it was last lost
+        self.generation = 0
         self._failing: set[str] = set()
         self._lock = threading.Lock()
 
     def failed(self, name: str) -> None:
         with self._lock:
+            self.generation += 1
             if not self._failing:
                 self.losses += 1
                 self.since = time.monotonic()
@@ -97,6 +104,7 @@ class Link:
         )
         self.stopping = stopping
         self._conn: Any = None
+        self._generation = 0  # the reachability generation its connection was opened in
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -135,7 +143,12 @@ class Link:
         return attempts(self._execute, sql, args)
 
     def _execute(self, sql: str, args: tuple) -> list[dict]:
+        reach = self.reach
+        if reach is not None and self._conn is not None and self._generation != reach.generation:
+            self.close()  # another loop lost the server since this connection was opened
         try:
+            if self._conn is None and reach is not None:
+                self._generation = reach.generation
             self.open()
             rows = execute_rows(self._conn, sql, args)
         except ConnectionLost:

@@ -154,3 +154,24 @@ def test_stop_returns_within_its_grace_period_with_the_server_down(private) -> N
     finally:
         sub.stop(timeout=5)
     assert attempts == [2]
+
+
+def test_a_loop_that_lost_the_server_sends_the_others_to_find_it_again(dsn) -> None:
+    """When one loop's call meets a lost connection (or a read-only server), the subscriber's
+    other loops reconnect before their next call: a loop that only reads (an idle long poll)
+    would otherwise stay on a member that left its group. A link that saw nothing happen keeps
+    its connection."""
+    from mysqlq.link import Link, Reachability
+
+    reach = Reachability()
+    fetch = Link(dsn, name="fetch", forever=True, reach=reach)
+    lease = Link(dsn, name="lease", forever=True, reach=reach)
+    first = fetch.rows("SELECT CONNECTION_ID() AS id", ())[0]["id"]
+    assert fetch.rows("SELECT CONNECTION_ID() AS id", ())[0]["id"] == first
+    reach.failed("lease")  # the lease loop met 1290, say
+    reach.succeeded("lease")
+    again = fetch.rows("SELECT CONNECTION_ID() AS id", ())[0]["id"]
+    assert again != first
+    assert fetch.rows("SELECT CONNECTION_ID() AS id", ())[0]["id"] == again
+    for link in (fetch, lease):
+        link.close()

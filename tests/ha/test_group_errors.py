@@ -79,3 +79,42 @@ def test_a_client_on_a_demoted_primary_follows_the_switchover(group) -> None:
         cur = client._conn.cursor()
         cur.execute("SELECT @@port")
         assert cur.fetchone()[0] == target.port
+
+
+@pytest.mark.timeout(300)
+def test_a_subscriber_follows_a_primary_that_leaves_the_group(group) -> None:
+    """The primary leaves the group with its server up (it turns read-only, and answers reads
+    with data that no longer changes). The subscriber's loops all move to the new primary: what
+    is published there is handled."""
+    import threading
+
+    dsn = group.dsn("app")
+    handled: set[str] = set()
+    lock = threading.Lock()
+
+    def handle(msg: mysqlq.Message) -> None:
+        with lock:
+            handled.add(msg.id)
+
+    sub = mysqlq.Subscriber(dsn, topic="leave", group="g", handler=handle).start()
+    try:
+        with mysqlq.connect(dsn) as client:
+            for i in range(5):
+                client.publish("leave", b"x", key=f"k{i}", id=f"before-{i}")
+            _until(lambda: len(handled) == 5, 60)
+            old = group.wait_primary()
+            old.sql("STOP GROUP_REPLICATION")
+            group.wait_primary(not_member=old)
+            for i in range(5):
+                client.publish("leave", b"x", key=f"k{i}", id=f"after-{i}")
+            _until(lambda: {f"after-{i}" for i in range(5)} <= handled, 60)
+    finally:
+        sub.stop(timeout=5)
+    group.rejoin(old, start=False)
+
+
+def _until(check, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
