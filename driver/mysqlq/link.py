@@ -22,8 +22,9 @@ from typing import Any
 
 from tenacity import RetryCallState
 
+from mysqlq import primary
 from mysqlq.connection import connect, execute_rows, parse_dsn, resolve_dsn
-from mysqlq.errors import ConnectionLost
+from mysqlq.errors import ConnectionLost, ServerReadOnly, translating
 from mysqlq.transient import check_window, retrying
 
 __all__ = ["Link", "Reachability"]
@@ -89,6 +90,7 @@ class Link:
         stopping: threading.Event | None = None,
         reach: Reachability | None = None,
         read_timeout: int | None = None,
+        verify_every: float | None = None,
     ) -> None:
         self.dsn = dsn
         self.name = name
@@ -105,6 +107,9 @@ class Link:
         self.stopping = stopping
         self._conn: Any = None
         self._generation = 0  # the reachability generation its connection was opened in
+        # a connection that only reads must still be on a writable primary: checked this often
+        self.verify_every = verify_every
+        self._verified = 0.0
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -150,6 +155,8 @@ class Link:
             if self._conn is None and reach is not None:
                 self._generation = reach.generation
             self.open()
+            if self.verify_every is not None and time.monotonic() >= self._verified:
+                self._verify()
             rows = execute_rows(self._conn, sql, args)
         except ConnectionLost:
             self.close()  # the next attempt reconnects
@@ -159,6 +166,15 @@ class Link:
         if self.reach is not None:
             self.reach.succeeded(self.name)
         return rows
+
+    def _verify(self) -> None:
+        """Raise ServerReadOnly when the server stopped taking writes (a member that left its
+        group, a demoted primary): an idle long poll only reads, and would never find out."""
+        with translating():
+            ok = primary.writable(self._conn)
+        if not ok:
+            raise ServerReadOnly(f"{self.name}: the server turned read-only; finding the primary")
+        self._verified = time.monotonic() + (self.verify_every or 0.0)
 
     def _log_retry(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None

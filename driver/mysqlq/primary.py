@@ -17,7 +17,7 @@ import MySQLdb
 
 from mysqlq.errors import ConnectionLost
 
-__all__ = ["connect_primary", "member_state", "size_limit"]
+__all__ = ["connect_primary", "member_state", "size_limit", "writable"]
 
 GROUP_PRIMARY = (
     "SELECT MEMBER_HOST, MEMBER_PORT FROM performance_schema.replication_group_members "
@@ -50,7 +50,8 @@ def _group_primary(conn: Any) -> tuple[str, int] | None:
     return (str(rows[0][0]), int(rows[0][1])) if rows else None
 
 
-def _writable(conn: Any) -> bool:
+def writable(conn: Any) -> bool:
+    """Whether the server takes writes (``read_only`` and ``super_read_only`` off)."""
     if int(_one(conn, READ_ONLY)[0][0]):
         return False
     try:
@@ -78,7 +79,7 @@ def connect_primary(hosts: tuple[tuple[str, int | None], ...], kwargs: dict[str,
                 conn.close()
                 address = primary
                 conn = MySQLdb.connect(**{**kwargs, "host": primary[0], "port": primary[1]})
-            if _writable(conn):
+            if writable(conn):
                 conn.mysqlq_address = address  # where it landed (mysqlq migrate needs one host)
                 return conn
             answers.append(f"{host}:{port or 3306}: read-only")

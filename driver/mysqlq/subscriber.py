@@ -66,9 +66,9 @@ Handler = Callable[[Message], Any]
 
 # what stop() gives the final flush and the deregistration after the handlers' timeout
 FLUSH_GRACE = 5.0
-# seconds a loop's statement may go unanswered before its connection is taken as lost (a Group
-# Replication member leaving its group can hold a commit for minutes)
-LOOP_READ_TIMEOUT = 30
+# a loop's statement unanswered this long (s) takes its connection as lost; a loop checks this
+# often that its server still takes writes (a member that left its group answers reads)
+LOOP_READ_TIMEOUT, LOOP_VERIFY_EVERY = 30, 5.0
 
 
 def _ms(seconds: float) -> int:
@@ -381,8 +381,7 @@ class Subscriber:
     # handlers -------------------------------------------------------------------------------
 
     def _link(self, loop: str) -> Link:
-        """A loop's connection: retried until it answers or the subscriber stops; a statement
-        with no answer in ``LOOP_READ_TIMEOUT`` s (plus the long poll) is taken as lost."""
+        """A loop's connection (retried until it answers or the subscriber stops): see LOOP_*."""
         timeout, name = LOOP_READ_TIMEOUT + math.ceil(self.poll_interval), f"{self.name} {loop}"
         return Link(
             self.dsn,
@@ -391,6 +390,7 @@ class Subscriber:
             stopping=self._stopping,
             reach=self._reach,
             read_timeout=timeout,
+            verify_every=LOOP_VERIFY_EVERY,
         )
 
     def _run_partition(self, pid: int, generation: int) -> None:

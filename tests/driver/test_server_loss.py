@@ -175,3 +175,23 @@ def test_a_loop_that_lost_the_server_sends_the_others_to_find_it_again(dsn) -> N
     assert fetch.rows("SELECT CONNECTION_ID() AS id", ())[0]["id"] == again
     for link in (fetch, lease):
         link.close()
+
+
+def test_a_loop_finds_out_that_its_server_turned_read_only_though_it_only_reads(private) -> None:
+    """A subscriber's loop checks every few seconds that its server still takes writes: an idle
+    long poll on a member that left its group would otherwise read stale data for ever."""
+    from mysqlq import errors
+    from mysqlq.link import Link
+
+    _server, db = private
+    root = db.connect().cursor()
+    link = Link(db.dsn, window=0, verify_every=0.0)
+    assert link.rows("SELECT 1 AS one", ()) == [{"one": 1}]
+    root.execute("SET GLOBAL read_only = ON")
+    try:
+        with pytest.raises(errors.ServerReadOnly, match="turned read-only"):
+            link.rows("SELECT 1 AS one", ())
+    finally:
+        root.execute("SET GLOBAL read_only = OFF")
+    assert link.rows("SELECT 1 AS one", ()) == [{"one": 1}]
+    link.close()
