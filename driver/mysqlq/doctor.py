@@ -13,7 +13,8 @@ Each check says ok, warn or error; the report is healthy when no check is an err
 * **schema**: the installed protocol version against the driver's;
 * **event**: ``queue_maintenance_event`` and the event scheduler; off, or
   ``REPLICA_SIDE_DISABLED`` after a promotion, is a warning (subscribers tick maintenance anyway);
-  ``fix=True`` enables it on a writable server;
+  ``fix=True`` enables it on a writable server; on a read-only one, replica-side disabled is
+  what a replica shows (ok);
 * **maintenance**: when ``queue_maintenance_tick`` last ran, and by whom (a warning past three of
   its intervals, and at least 10 min);
 * **grants**: which roles (publisher, consumer, admin, reader; see mysqlq.schema.grants) the
@@ -45,6 +46,7 @@ STALE_MAINTENANCE_MS = 10 * 60 * 1000  # the least age that warns
 STALE_INTERVALS = 3  # and at least this many of the last tick's intervals
 # group_replication_consistency values that keep a new primary from serving stale reads
 FAILOVER_SAFE = ("BEFORE_ON_PRIMARY_FAILOVER", "BEFORE", "AFTER", "BEFORE_AND_AFTER")
+REPLICA_SIDE = ("SLAVESIDE_DISABLED", "REPLICA_SIDE_DISABLED")  # MariaDB's, MySQL's
 _GRANT = re.compile(r"^GRANT (?P<privs>.+?) ON (?P<object>.+?) TO ", re.IGNORECASE)
 
 
@@ -158,9 +160,12 @@ def _checks(conn: Any, report: Report, fix: bool, role: str | None) -> None:
     _group(conn, report)
     _binlog(conn, server, report)
     _schema(conn, report)
-    _event(conn, server, report, fix and writable)
+    grants = _read_grants(conn, _text(server.get("db") or ""))
+    # information_schema.EVENTS shows an event only to an account with EVENT on its database
+    sees_events = isinstance(grants, str) or grants.holds("EVENT")
+    _event(conn, server, report, fix, writable, sees_events)
     _maintenance(conn, report)
-    _grants(conn, _text(server.get("db") or ""), report, role)
+    _grants(grants, report, role)
 
 
 def _writable(conn: Any, server: dict[str, Any], report: Report) -> bool:
@@ -195,7 +200,8 @@ def _group(conn: Any, report: Report) -> None:
         report.add("group", "ok", "not a Group Replication member")
         return
     if len(members) == 1 and _text(members[0]["state"]) == "OFFLINE":
-        report.add("group", "ok", "not a Group Replication member (group_replication OFFLINE)")
+        # the plugin is loaded and the server in no group: it left one, or never joined
+        report.add("group", "warn", "group_replication OFFLINE: this server is in no group")
         return
     mode = _row(conn, _sql.DOCTOR_GROUP_MODE) or {}
     listed = ", ".join(_member(m) for m in members)
@@ -243,11 +249,25 @@ def _schema(conn: Any, report: Report) -> None:
         )
 
 
-def _event(conn: Any, server: dict[str, Any], report: Report, fix: bool) -> None:
+def _event(
+    conn: Any, server: dict[str, Any], report: Report, fix: bool, writable: bool, sees: bool
+) -> None:
     scheduler = _text(server.get("event_scheduler") or "OFF")
     event = _row(conn, _sql.DOCTOR_EVENT)
     status = _text(event.get("status")) if event else "missing"
-    if fix and status not in ("ENABLED", "missing"):
+    if status == "missing" and not sees:
+        report.add(
+            "event",
+            "warn",
+            f"queue_maintenance_event not visible to this account (it needs EVENT on the"
+            f" database), event_scheduler {scheduler}: run mysqlq doctor as the admin",
+        )
+        return
+    if not writable and status in REPLICA_SIDE:
+        # as on every replica: the event runs on the primary, a promotion leaves it like this
+        report.add("event", "ok", f"queue_maintenance_event {status} (a replica)")
+        return
+    if fix and writable and status not in ("ENABLED", "missing"):
         try:
             execute_rows(conn, _sql.DOCTOR_ENABLE_EVENT)
         except Error as exc:
@@ -262,7 +282,7 @@ def _event(conn: Any, server: dict[str, Any], report: Report, fix: bool) -> None
     if status == "missing":
         remedy = "mysqlq migrate creates the event"
     elif status != "ENABLED":
-        remedy = "mysqlq doctor --fix enables the event"
+        remedy = "mysqlq doctor --fix enables the event" + ("" if writable else " on the primary")
     else:
         remedy = "SET GLOBAL event_scheduler = ON starts the scheduler"
     report.add("event", "warn", f"{detail}: maintenance runs through subscribers' ticks ({remedy})")
@@ -355,13 +375,19 @@ def missing_grants(grants: Grants, role: str) -> list[str]:
     return missing
 
 
-def _grants(conn: Any, database: str, report: Report, role: str | None) -> None:
+def _read_grants(conn: Any, database: str) -> Grants | str:
+    """The account's grants in ``database``, or why they cannot be read."""
     try:
         lines = [_text(next(iter(r.values()))) for r in execute_rows(conn, _sql.DOCTOR_GRANTS)]
     except Error as exc:
-        report.add("grants", "warn", f"cannot read the account's grants: {exc}")
+        return f"cannot read the account's grants: {exc}"
+    return Grants.parse(lines, database)
+
+
+def _grants(grants: Grants | str, report: Report, role: str | None) -> None:
+    if isinstance(grants, str):
+        report.add("grants", "warn", grants)
         return
-    grants = Grants.parse(lines, database)
     if role is not None:
         missing = missing_grants(grants, role)
         if missing:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import MySQLdb
 import pytest
 from click.testing import CliRunner
 
@@ -138,6 +139,26 @@ def test_a_disabled_event_is_a_warning_that_fix_enables(private) -> None:
     cur.execute("SET GLOBAL event_scheduler = OFF")
 
 
+def disable_on_replica(cur) -> None:
+    """What a promotion leaves: the event disabled "on the replica" (MySQL's REPLICA_SIDE_DISABLED,
+    MariaDB's SLAVESIDE_DISABLED)."""
+    try:
+        cur.execute("ALTER EVENT queue_maintenance_event DISABLE ON REPLICA")
+    except MySQLdb.Error:  # MariaDB 10.x
+        cur.execute("ALTER EVENT queue_maintenance_event DISABLE ON SLAVE")
+
+
+def test_a_replica_side_disabled_event_warns_on_the_primary_and_fix_enables_it(conn) -> None:
+    disable_on_replica(conn.cursor())
+    status = event_status(conn)
+    assert status in doctor.REPLICA_SIDE
+    event = doctor.diagnose(conn).get("event")
+    assert event.status == "warn" and status in event.detail and "--fix" in event.detail
+    report = doctor.diagnose(conn, fix=True)
+    assert report.fixed == [f"queue_maintenance_event: {status} -> ENABLED"]
+    assert event_status(conn) == "ENABLED" and status not in report.get("event").detail
+
+
 def test_a_read_only_server_is_an_error_and_fix_leaves_it_alone(private) -> None:
     """As an account without SUPER (read_only binds it), on a server made read-only: the writable
     check is an error and --fix does not try to change the event."""
@@ -166,12 +187,29 @@ def test_a_read_only_server_is_an_error_and_fix_leaves_it_alone(private) -> None
     assert checks["connection"]["status"] == "ok"
     assert checks["writable"]["status"] == "error" and "read-only" in checks["writable"]["detail"]
     assert report["fixed"] == [] and event_status(root) == "DISABLED"
+    # the consumer cannot see the event (information_schema.EVENTS needs EVENT), nor enable it
+    assert checks["event"]["status"] == "warn"
+    assert "not visible to this account" in checks["event"]["detail"]
+    assert (
+        doctor.diagnose(db.dsn).get("event").detail.startswith("queue_maintenance_event DISABLED")
+    )
     connected = listed_report.get("connection")
     assert connected.status == "error" and "no writable primary" in connected.detail
     assert f"checking {url.host}:{url.port} instead" in connected.detail
     assert listed_report.get("writable").status == "error"
     assert listed_report.get("schema").status == "ok" and listed_report.fixed == []
     assert event_status(root) == "DISABLED"
+    # what a replica shows of the event is no warning on a read-only server
+    disable_on_replica(cur)
+    cur.execute("SET GLOBAL read_only = ON")
+    try:
+        replica = doctor.diagnose(db.dsn, fix=True)  # as root, whom read_only does not bind
+    finally:
+        cur.execute("SET GLOBAL read_only = OFF")
+    event = replica.get("event")
+    assert event.status == "ok" and event.detail.endswith("(a replica)"), event
+    assert replica.get("writable").status == "error" and replica.fixed == []
+    assert event_status(root) in doctor.REPLICA_SIDE
 
 
 def test_missing_grants_are_named_for_the_role_asked(private) -> None:
