@@ -199,7 +199,8 @@ DOCTOR_SERVER = (
 DOCTOR_SUPER_READ_ONLY = "SELECT @@global.super_read_only AS super_read_only"  # MySQL only
 DOCTOR_BINLOG_FORMAT = "SELECT @@global.binlog_format AS binlog_format"
 DOCTOR_GROUP_MEMBERS = """
-SELECT MEMBER_HOST AS host, MEMBER_PORT AS port, MEMBER_STATE AS state, MEMBER_ROLE AS role
+SELECT MEMBER_HOST AS host, MEMBER_PORT AS port, MEMBER_STATE AS state, MEMBER_ROLE AS role,
+    MEMBER_ID = @@server_uuid AS self
 FROM performance_schema.replication_group_members
 WHERE MEMBER_ID <> ''
 ORDER BY MEMBER_HOST, MEMBER_PORT
@@ -213,8 +214,9 @@ SELECT STATUS AS status FROM information_schema.EVENTS
 WHERE EVENT_SCHEMA = DATABASE() AND EVENT_NAME = 'queue_maintenance_event'
 """
 DOCTOR_MAINTENANCE = """
-SELECT last_run_at, last_run_by, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS now_ms
-FROM queue_maintenance_schedule
+SELECT last_run_at, next_run_at, last_run_by,
+    CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS now_ms
+FROM queue_maintenance_schedule WHERE job = 'maintenance'
 """
 DOCTOR_GRANTS = "SHOW GRANTS FOR CURRENT_USER()"
 DOCTOR_ENABLE_EVENT = "ALTER EVENT queue_maintenance_event ENABLE"

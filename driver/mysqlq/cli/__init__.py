@@ -11,7 +11,7 @@ red line on stderr and exit with status 1.
     mysqlq dlq list|show|redrive DLQ_TOPIC     inspect and redrive dead letters
     mysqlq dashboard [--allow-actions]         a web page of it all (needs mysqlq[dashboard])
     mysqlq gc [--limit N]                      delete what every group has passed
-    mysqlq doctor [--fix] [--json]             check event, binlog, group, primary, grants
+    mysqlq doctor [--fix] [--json] [--role R]  check event, binlog, group, primary, grants
     mysqlq grants                              GRANT statements for the three account kinds
     mysqlq demo                                publish and consume a few thousand messages
     mysqlq bench                               mysqlq beside other queues on one server

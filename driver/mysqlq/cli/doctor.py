@@ -18,8 +18,9 @@ MARKS = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "error": ("error", "
 @click.option("--fix", is_flag=True, help="Enable queue_maintenance_event when it is off.")
 @click.option(
     "--role",
-    type=click.Choice(["publisher", "consumer"]),
-    help="The account must be able to act as this (a missing grant is an error).",
+    type=click.Choice(checks.ROLES),
+    help="The account must be able to act as this (a missing grant is an error); without it, "
+    "doctor names the roles the account's grants cover.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 def doctor(dsn: str | None, fix: bool, role: str | None, as_json: bool) -> None:
