@@ -126,6 +126,7 @@ class Link:
             with contextlib.suppress(Exception):
                 self._conn.close()
             self._conn = None
+        self._verified = 0.0  # a new connection is checked at its first call
 
     def rows(
         self,

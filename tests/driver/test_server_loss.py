@@ -185,6 +185,13 @@ def test_a_loop_finds_out_that_its_server_turned_read_only_though_it_only_reads(
 
     _server, db = private
     root = db.connect().cursor()
+    # a new connection is checked at its first call: one to a read-only server is not used
+    root.execute("SET GLOBAL read_only = ON")
+    try:
+        with pytest.raises(errors.ServerReadOnly, match="turned read-only"):
+            Link(db.dsn, window=0, verify_every=60.0).rows("SELECT 1 AS one", ())
+    finally:
+        root.execute("SET GLOBAL read_only = OFF")
     link = Link(db.dsn, window=0, verify_every=0.0)
     assert link.rows("SELECT 1 AS one", ()) == [{"one": 1}]
     root.execute("SET GLOBAL read_only = ON")
