@@ -75,9 +75,10 @@ def test_group_start_replicate_failover_rejoin_switchover(tmp_path: Path) -> Non
     try:
         group.start()
         print(f"\ngroup started in {time.monotonic() - t0:.1f} s: {group.dsn()}")
-        assert group.dsn("app") == "mysql://root@" + ",".join(
-            f"127.0.0.1:{m.port}" for m in group.members
-        ) + "/app"
+        assert (
+            group.dsn("app")
+            == "mysql://root@" + ",".join(f"127.0.0.1:{m.port}" for m in group.members) + "/app"
+        )
         assert len({m.member_id for m in group.members}) == 3
         assert len({m.gr_port for m in group.members} | {m.port for m in group.members}) == 6
 
