@@ -25,6 +25,10 @@ import argparse
 import concurrent.futures
 import contextlib
 import json
+import os
+import shutil
+import signal
+import socket
 import sys
 import tempfile
 import time
@@ -35,14 +39,35 @@ from typing import Any
 
 import MySQLdb
 
-from mysqlq.tools.localserver import LocalServer, ServerUnavailable, _free_port
-from mysqlq.tools.mysqlchroot import ChrootUnavailable, mysql_chroot
+from mysqlq.tools.localserver import LocalServer, ServerUnavailable, answers
+from mysqlq.tools.mysqlchroot import ChrootUnavailable, mysql_chroot, pid_alive
 
 __all__ = ["GroupMember", "LocalGroup"]
 
 RECOVERY_USER = "mysqlq_recovery"
 RECOVERY_PASSWORD = "mysqlq-Recovery-1"
 STATE_FILE = "group.json"
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports of 127.0.0.1 (each held until all are chosen: a port
+    released at once may be handed out again)."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+        return ports
+
+
+def running_pids(directory: str | Path) -> list[int]:
+    """The pids of the group kept in ``directory`` that still run (none: no group there)."""
+    try:
+        state = json.loads((Path(directory) / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return []
+    return [m["pid"] for m in state.get("members", ()) if m.get("pid") and pid_alive(m["pid"])]
 
 
 class GroupMember(LocalServer):
@@ -157,9 +182,14 @@ class LocalGroup:
             self.directory = Path(tempfile.mkdtemp(prefix="mysqlq-server-group-", dir=srv))
         else:
             self.directory = Path(directory).resolve()
+            if running_pids(self.directory):
+                raise ServerUnavailable(
+                    f"a group already runs in {self.directory} (stop it with"
+                    f" python -m mysqlq.tools.group --stop {self.directory})"
+                )
             self.directory.mkdir(parents=True, exist_ok=True)
         self.group_name = str(uuid.uuid4())
-        ports = [_free_port() for _ in range(2 * members)]
+        ports = free_ports(2 * members)
         gr_ports = ports[members:]
         seeds = ",".join(f"127.0.0.1:{p}" for p in gr_ports)
         self.members = [
@@ -179,6 +209,18 @@ class LocalGroup:
     # lifecycle ---------------------------------------------------------------------------
 
     def start(self, timeout: float = 240.0) -> LocalGroup:
+        """Start every member and form the group; wait until all are ONLINE. On a failure the
+        members' processes are ended (their directories and error logs stay until stop())."""
+        try:
+            self._start(timeout)
+        except BaseException:
+            for member in self.members:
+                with contextlib.suppress(Exception):
+                    member._terminate(kill=True)
+            raise
+        return self
+
+    def _start(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         with concurrent.futures.ThreadPoolExecutor(len(self.members)) as pool:
             list(pool.map(lambda m: m.start(timeout=120), self.members))
@@ -200,14 +242,13 @@ class LocalGroup:
             member.sql("START GROUP_REPLICATION")
             self.wait_online(n, timeout=max(1.0, deadline - time.monotonic()))
         self._write_state()
-        return self
 
     def stop(self) -> None:
-        for member in self.members:
-            member.stop()
+        """Stop every member, all at once (each leaves the group in about 6 s; one after the
+        other would take three times as long); remove a temporary directory."""
+        with concurrent.futures.ThreadPoolExecutor(len(self.members)) as pool:
+            list(pool.map(lambda m: m.stop(), self.members))
         if self._own_directory:
-            import shutil
-
             shutil.rmtree(self.directory, ignore_errors=True)
 
     def __enter__(self) -> LocalGroup:
@@ -219,6 +260,7 @@ class LocalGroup:
     def _write_state(self) -> None:
         state = {
             "dsn": self.dsn(),
+            "temporary": self._own_directory,
             "members": [
                 {"pid": m.pid, "port": m.port, "dir": str(m.directory)} for m in self.members
             ],
@@ -238,7 +280,9 @@ class LocalGroup:
     # the group's view ----------------------------------------------------------------------
 
     def status(self) -> list[dict[str, Any]]:
-        """``replication_group_members`` as seen by a live ONLINE member (empty if none)."""
+        """``replication_group_members`` as seen by a live ONLINE member; else by any live
+        member (its own row: OFFLINE, RECOVERING, ERROR); empty when none answers."""
+        fallback: list[dict[str, Any]] = []
         for member in self.members:
             if not member.running:
                 continue
@@ -256,7 +300,8 @@ class LocalGroup:
             me = [v for v in view if v["member_id"] == member.member_id]
             if me and me[0]["state"] == "ONLINE":
                 return view
-        return []
+            fallback = fallback or view
+        return fallback
 
     def primary(self) -> GroupMember | None:
         for row in self.status():
@@ -301,7 +346,11 @@ class LocalGroup:
         """Start a killed member again (same ports and data) and bring it back into the group
         (``start=False``: its server runs, it only left the group)."""
         if start:
+            port = member.port
             member.start(timeout=120)
+            if member.port != port:  # pragma: no cover - its port was taken meanwhile
+                raise ServerUnavailable(f"{member} came back on port {member.port}, not {port}")
+            self._write_state()
         member.sql("START GROUP_REPLICATION")
         self._until(
             lambda: any(
@@ -318,33 +367,80 @@ class LocalGroup:
         self._until(lambda: self.primary() is member, f"{member} to be primary", timeout)
 
 
+def stop_kept(directory: Path, timeout: float = 60.0) -> bool:
+    """Stop the group kept in ``directory`` (by the pids its ``group.json`` names, each checked
+    to be that member's mysqld); remove the directory if the group made it. False: no group."""
+    try:
+        state = json.loads((directory / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    pids = []
+    for entry in state["members"]:
+        pid = entry.get("pid")
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except (OSError, TypeError):
+            continue
+        if Path(entry["dir"]).name in cmdline:  # not a pid reused by another process
+            pids.append(pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while any(pid_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    if state.get("temporary"):
+        shutil.rmtree(directory, ignore_errors=True)
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m mysqlq.tools.group",
-        description="Start a local 3-member MySQL Group Replication group, or stop one.",
+        description="Start a local 3-member MySQL Group Replication group that keeps running"
+        " and print its host-list DSN; or stop one.",
     )
-    parser.add_argument("--dir", type=Path, help="keep the group in DIR")
+    parser.add_argument(
+        "--dir", type=Path, help="keep the group in DIR (a group running there is reused)"
+    )
     parser.add_argument("--stop", type=Path, metavar="DIR", help="stop the group kept in DIR")
     args = parser.parse_args(argv)
     if args.stop:
-        try:
-            state = json.loads((args.stop / STATE_FILE).read_text())
-        except (OSError, ValueError):
+        if not stop_kept(args.stop.resolve()):
             print(f"no group in {args.stop}", file=sys.stderr)
             return 1
-        for entry in state["members"]:
-            server = LocalServer.attach(entry["dir"])
-            if server is not None:
-                with contextlib.suppress(Exception):
-                    server.stop()
         print(f"stopped the group in {args.stop}", file=sys.stderr)
         return 0
-    try:
-        group = LocalGroup(args.dir).start()
-    except ServerUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    if args.dir is not None and (pids := running_pids(args.dir)):
+        state = json.loads((args.dir / STATE_FILE).read_text())
+        if len(pids) == len(state["members"]) and all(
+            answers(f"mysql://root@127.0.0.1:{m['port']}") for m in state["members"]
+        ):
+            print(state["dsn"])
+            return 0
+        print(
+            f"error: part of the group in {args.dir} runs ({len(pids)} of"
+            f" {len(state['members'])}): stop it with --stop {args.dir}",
+            file=sys.stderr,
+        )
         return 1
-    print(f"# mysqlq: primary {group.primary()}", file=sys.stderr)
+    group = None
+    try:
+        group = LocalGroup(args.dir)
+        group.start()
+    except (ServerUnavailable, MySQLdb.Error) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        if group is not None:
+            group.stop()
+        return 1
+    print(
+        f"# mysqlq: group of {len(group.members)} running in {group.directory}, primary"
+        f" {group.primary()}; stop it with: python -m mysqlq.tools.group --stop"
+        f" {group.directory}",
+        file=sys.stderr,
+    )
     print(group.dsn())
     return 0
 

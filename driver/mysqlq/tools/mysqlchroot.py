@@ -165,18 +165,31 @@ LINKED_FROM = "linked-from"
 STALE_AFTER_S = 3600
 
 
-def sweep(srv: Path) -> None:
-    """Remove the server directories of a chroot's ``srv/`` that nothing will use again: a kept
-    one whose link is gone (a test's temporary directory was removed), a temporary one left by a
-    killed run an hour ago; never one whose server runs."""
-    for d in srv.iterdir():
-        if not d.is_dir() or not d.name.startswith(("mysqlq-kept-", "mysqlq-server-")):
-            continue
+def _runs(directory: Path) -> bool:
+    """Whether the server kept in ``directory`` runs, or one of those in its subdirectories (a
+    group's members: tools/group.py); True when it cannot be read (removed meanwhile)."""
+    try:
+        candidates = [directory, *(sub for sub in directory.iterdir() if sub.is_dir())]
+    except OSError:
+        return True
+    for d in candidates:
         try:
             state = json.loads((d / STATE_FILE).read_text())
         except (OSError, ValueError):
-            state = {}
+            continue
         if state.get("pid") and pid_alive(int(state["pid"])):
+            return True
+    return False
+
+
+def sweep(srv: Path) -> None:
+    """Remove the server directories of a chroot's ``srv/`` that nothing will use again: a kept
+    one whose link is gone (a test's temporary directory was removed), a temporary one left by a
+    killed run an hour ago; never one whose server (or a group member's under it) runs."""
+    for d in srv.iterdir():
+        if not d.is_dir() or not d.name.startswith(("mysqlq-kept-", "mysqlq-server-")):
+            continue
+        if _runs(d):
             continue
         if d.name.startswith("mysqlq-kept-"):
             try:
