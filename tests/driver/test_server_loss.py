@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from helpers.support import wait_until
 
 import mysqlq
 from mysqlq import connection
@@ -17,12 +18,8 @@ from mysqlq.subscriber import FLUSH_GRACE
 from mysqlq.tools import harness, localserver
 
 
-def until(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+def until(condition: Callable[[], bool], what: str) -> None:
+    wait_until(condition, timeout=60.0, what=what)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import os
 import time
 
 import pytest
+from helpers.support import wait_until
 
 import mysqlq
 from mysqlq import errors
@@ -101,24 +102,23 @@ def test_a_subscriber_follows_a_primary_that_leaves_the_group(group) -> None:
         with mysqlq.connect(dsn) as client:
             for i in range(5):
                 client.publish("leave", b"x", key=f"k{i}", id=f"before-{i}")
-            _until(lambda: len(handled) == 5, 60, lambda: (handled, sub.stats()))
+            wait_until(
+                lambda: len(handled) == 5,
+                timeout=60,
+                what="the first five",
+                detail=lambda: (handled, sub.stats()),
+            )
             old = group.wait_primary()
             old.sql("STOP GROUP_REPLICATION")
             group.wait_primary(not_member=old)
             for i in range(5):
                 client.publish("leave", b"x", key=f"k{i}", id=f"after-{i}")
-            _until(
+            wait_until(
                 lambda: {f"after-{i}" for i in range(5)} <= handled,
-                60,
-                lambda: (handled, sub.stats(), group.status()),
+                timeout=60,
+                what="the five published after the leave",
+                detail=lambda: (handled, sub.stats(), group.status()),
             )
     finally:
         sub.stop(timeout=5)
     group.rejoin(old, start=False)
-
-
-def _until(check, timeout: float, state=lambda: None) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out: {state()}"
-        time.sleep(0.05)

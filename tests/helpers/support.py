@@ -82,15 +82,23 @@ def publish(conn, topic, key, id_, payload, metadata=None, delay_ms=0) -> dict:
     return call(conn, "queue_publish", topic, key, id_, payload, metadata, delay_ms)[0]
 
 
-def wait_until(predicate, timeout: float = 30.0, interval: float = 0.02, what: str = "condition"):
-    """Poll predicate until it returns a truthy value; fail after timeout seconds."""
+def wait_until(
+    predicate,
+    timeout: float = 30.0,
+    interval: float = 0.02,
+    what: str = "condition",
+    detail=None,
+):
+    """Poll predicate until it returns a truthy value; fail after timeout seconds (the message
+    ends with ``detail()`` when given: the state that did not come)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            extra = f": {detail()}" if detail is not None else ""
+            raise AssertionError(f"timed out waiting for {what}{extra}")
         time.sleep(interval)
 
 

@@ -410,38 +410,31 @@ def test_consume_prints_messages_as_json_lines(dsn, client):
     assert lag_of(client, "orders", "g")["live_subscribers"] == 0  # deregistered on SIGTERM
 
 
-def test_consume_with_a_handler_module(dsn, client, tmp_path):
-    (tmp_path / "cli_handlers.py").write_text(
-        textwrap.dedent(
-            """
-            import os
+# a handler module for `mysqlq consume --handler`: records each id, raises on "poison"
+POISON_HANDLER = textwrap.dedent(
+    """
+    import os
 
-            def handle(msg):
-                with open(os.environ["HANDLED_FILE"], "a") as f:
-                    f.write(msg.id + "\\n")
-                if msg.id == "poison":
-                    raise ValueError("cannot handle poison")
-            """
-        )
-    )
+    def handle(msg):
+        with open(os.environ["HANDLED_FILE"], "a") as f:
+            f.write(msg.id + "\\n")
+        if msg.id == "poison":
+            raise ValueError("cannot handle poison")
+    """
+)
+
+
+def consume_with_poison_handler(dsn, client, tmp_path, *args):
+    """``mysqlq consume orders --group g`` with POISON_HANDLER and ``args``, until the group has
+    settled everything; returns (stdout, stderr, the ids handled in order)."""
+    (tmp_path / "cli_handlers.py").write_text(POISON_HANDLER)
     handled = tmp_path / "handled.txt"
     os.environ["HANDLED_FILE"] = str(handled)
     try:
-        client.publish_batch("orders", [{"payload": b"x", "key": "k", "id": i} for i in "abc"])
-        client.publish("orders", b"x", key="k", id="poison")
         proc = run_consumer(
-            dsn,
-            "orders",
-            "--group",
-            "g",
-            "--handler",
-            "cli_handlers:handle",
-            "--max-attempts",
-            "1",
-            "--lease-duration",
-            "3",
-            cwd=tmp_path,
-        )
+            dsn, "orders", "--group", "g", "--handler", "cli_handlers:handle",
+            "--lease-duration", "3", *args, cwd=tmp_path,
+        )  # fmt: skip
         try:
             wait_until(
                 lambda: (row := lag_of(client, "orders", "g")) and row["lag"] == 0,
@@ -452,8 +445,15 @@ def test_consume_with_a_handler_module(dsn, client, tmp_path):
             out, err = stop(proc)
     finally:
         del os.environ["HANDLED_FILE"]
+    return out, err, handled.read_text().split()
+
+
+def test_consume_with_a_handler_module(dsn, client, tmp_path):
+    client.publish_batch("orders", [{"payload": b"x", "key": "k", "id": i} for i in "abc"])
+    client.publish("orders", b"x", key="k", id="poison")
+    out, err, handled = consume_with_poison_handler(dsn, client, tmp_path, "--max-attempts", "1")
     assert out == ""
-    assert handled.read_text().split() == ["a", "b", "c", "poison"]
+    assert handled == ["a", "b", "c", "poison"]
     assert lag_of(client, "orders", "g")["dlq_depth"] == 1
     (entry,) = client.dlq_list("orders_dlq")
     assert "cannot handle poison" in entry["last_error"]
@@ -466,39 +466,12 @@ def test_consume_with_a_handler_module(dsn, client, tmp_path):
 def test_consume_dead_letters_at_the_first_failure_as_told(dsn, client, tmp_path, policy):
     """--ack-policy reject_on_error, or --retry none: the poison message runs once and goes to
     the DLQ, though --max-attempts would allow five runs."""
-    (tmp_path / "cli_handlers2.py").write_text(
-        textwrap.dedent(
-            """
-            import os
-
-            def handle(msg):
-                with open(os.environ["HANDLED_FILE"], "a") as f:
-                    f.write(msg.id + "\\n")
-                if msg.id == "poison":
-                    raise ValueError("cannot handle poison")
-            """
-        )
+    client.publish("orders", b"x", key="k", id="poison")
+    client.publish("orders", b"x", key="k", id="fine")
+    _, _, handled = consume_with_poison_handler(
+        dsn, client, tmp_path, "--max-attempts", "5", *policy
     )
-    handled = tmp_path / "handled.txt"
-    os.environ["HANDLED_FILE"] = str(handled)
-    try:
-        client.publish("orders", b"x", key="k", id="poison")
-        client.publish("orders", b"x", key="k", id="fine")
-        proc = run_consumer(
-            dsn, "orders", "--group", "g", "--handler", "cli_handlers2:handle",
-            "--max-attempts", "5", "--lease-duration", "3", *policy, cwd=tmp_path,
-        )  # fmt: skip
-        try:
-            wait_until(
-                lambda: (row := lag_of(client, "orders", "g")) and row["lag"] == 0,
-                timeout=30,
-                what="the consumer to settle everything",
-            )
-        finally:
-            stop(proc)
-    finally:
-        del os.environ["HANDLED_FILE"]
-    assert handled.read_text().split() == ["poison", "fine"]
+    assert handled == ["poison", "fine"]
     (entry,) = client.dlq_list("orders_dlq")
     assert entry["failures"] == 1 and "cannot handle poison" in entry["last_error"]
 

@@ -44,7 +44,7 @@ from typing import Any
 import mysqlq
 from mysqlq import doctor
 from mysqlq.connection import connect
-from mysqlq.tools.group import LocalGroup
+from mysqlq.tools.group import LocalGroup, until
 
 __all__ = ["main", "run_drill"]
 
@@ -147,17 +147,6 @@ class Records:
         late = {r[0]: r[4] for r in self.published() if r[3] > since}
         run = [r[4] for r in self.handled() if r[0] in late]
         return (min(late.values()) if late else None, min(run) if run else None)
-
-
-def _until(check: Any, what: str, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"drill: timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def _query(dsn: str, sql: str, args: tuple = ()) -> list[tuple]:
@@ -282,12 +271,12 @@ def run_drill(
                 workdir, "publisher", name, "--dsn", dsn, "--keys", keys,
                 "--out", str(workdir / f"{name}.tsv"), "--rate", "50",
             )  # fmt: skip
-        _until(lambda: len(records.handled()) >= 200, "the first 200 handler runs", 120)
+        until(lambda: len(records.handled()) >= 200, "the first 200 handler runs", 120)
         kills: list[float] = []
         for kind in ["failover"] * failovers + ["leave", "switchover"]:
             old = group.wait_primary()
             seen = len(records.handled())
-            _until(lambda s=seen: len(records.handled()) >= s + 100, "steady progress", 120)
+            until(lambda s=seen: len(records.handled()) >= s + 100, "steady progress", 120)
             (now_ms,) = _query(dsn, "SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)")[0]
             at = time.time()
             kills.append(at)
@@ -303,7 +292,7 @@ def run_drill(
                 new = group.wait_primary(not_member=old)
             elected = time.time() - at
             try:
-                pub, run = _until(
+                pub, run = until(
                     lambda a=at: all(records.first_after(a)) and records.first_after(a),
                     "publish and consume to resume",
                     120,
@@ -325,7 +314,7 @@ def run_drill(
                 "publish_stall_s": round(records.stall(at - 1, max(pub, run) + 1), 2),
                 "event_on_new_primary": status,
             }
-            event["maintained_by"] = _until(
+            event["maintained_by"] = until(
                 lambda m=now_ms: _maintained_since(dsn, m), "a maintenance tick", 60
             )
             t = time.monotonic()
@@ -343,7 +332,7 @@ def run_drill(
                 p.send_signal(signal.SIGTERM)
         pub_exit = {name: p.wait(90) for name, p in procs.items() if name.startswith("pub")}
         acked = {r[0] for r in records.published()}
-        _until(
+        until(
             lambda: acked <= {r[0] for r in records.handled()} and _lag(dsn) == 0,
             "the group to drain",
             180,

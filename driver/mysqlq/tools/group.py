@@ -42,7 +42,7 @@ import MySQLdb
 from mysqlq.tools.localserver import LocalServer, ServerUnavailable, answers
 from mysqlq.tools.mysqlchroot import ChrootUnavailable, mysql_chroot, pid_alive
 
-__all__ = ["GroupMember", "LocalGroup"]
+__all__ = ["GroupMember", "LocalGroup", "until"]
 
 RECOVERY_USER = "mysqlq_recovery"
 RECOVERY_PASSWORD = "mysqlq-Recovery-1"
@@ -68,6 +68,18 @@ def running_pids(directory: str | Path) -> list[int]:
     except (OSError, ValueError):
         return []
     return [m["pid"] for m in state.get("members", ()) if m.get("pid") and pid_alive(m["pid"])]
+
+
+def until(check: Callable[[], Any], what: str, timeout: float) -> Any:
+    """``check()``'s first truthy result, polled every 0.1 s; TimeoutError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.1)
 
 
 class GroupMember(LocalServer):
@@ -310,14 +322,11 @@ class LocalGroup:
         return None
 
     def _until(self, check: Callable[[], Any], what: str, timeout: float) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            result = check()
-            if result:
-                return result
-            if time.monotonic() > deadline:
-                raise ServerUnavailable(f"group: timed out waiting for {what}: {self.status()}")
-            time.sleep(0.1)
+        try:
+            return until(check, what, timeout)
+        except TimeoutError:
+            status = self.status()
+            raise ServerUnavailable(f"group: timed out waiting for {what}: {status}") from None
 
     def wait_online(self, count: int | None = None, timeout: float = 120.0) -> None:
         count = len(self.members) if count is None else count
