@@ -23,9 +23,17 @@
         ACTION_DEAD_LETTER    4   queue_dead_letter
         ACTION_RELEASE        5   queue_release_messages (no attempt charged)
 
-    queue_partitions.slot: the hashed slots of unkeyed messages are 0 .. partitions - 1, so a
-    keyed partition is also `slot < 0`.
+    queue_partitions.slot: the hashed slots of unkeyed messages are 0 .. partitions - 1 for
+    priority 0, and priority * PRIORITY_SLOTS + 0 .. partitions - 1 for priority 1..9 (partitions
+    is at most 4096), so a keyed partition is also `slot < 0`, and an unkeyed slot's priority is
+    `slot DIV PRIORITY_SLOTS`.
         SLOT_KEYED           -1   a keyed partition (partition_key is the key)
+        PRIORITY_SLOTS     4096   the slots of one priority level
+
+    queue_fetch serves the held partitions whose next message ranks highest first: its priority,
+    plus one level for every PRIORITY_AGING_MS the partition went without a fetch visit (so lower
+    priorities still progress under a steady high-priority load).
+        PRIORITY_AGING_MS  5000
 
     queue_offsets.cursor_token: delivery tokens come from delivery_seq and start at 1.
         CURSOR_TOKEN_NONE    -1   set by queue_seek: no delivery carries it, every old one is stale
@@ -49,6 +57,8 @@
 {% set ACTION_RELEASE = 5 %}
 
 {% set SLOT_KEYED = -1 %}
+{% set PRIORITY_SLOTS = 4096 %}
+{% set PRIORITY_AGING_MS = 5000 %}
 
 {% set CURSOR_TOKEN_NONE = -1 %}
 
@@ -83,6 +93,7 @@
         MQ018  strict topics: p_topic was never configured (SET @mysqlq_strict_topics = 1)
         MQ019  a settle inside the caller's transaction met a stale delivery: nothing was settled
         MQ020  p_partition_id and p_offset name no DLQ entry of p_dlq_topic
+        MQ021  p_priority is neither NULL nor an integer from 0 to 9
         MQ090  an internal invariant failed (a bug: please report it)
 -#}
 {% set E_NAME = 'MQ001' %}
@@ -105,6 +116,7 @@
 {% set E_UNKNOWN_TOPIC = 'MQ018' %}
 {% set E_STALE = 'MQ019' %}
 {% set E_NO_ENTRY = 'MQ020' %}
+{% set E_PRIORITY = 'MQ021' %}
 {% set E_INTERNAL = 'MQ090' %}
 
 {#- A topic's settings before its row exists: the column defaults of queue_topics
@@ -169,6 +181,19 @@ IF {{ param }} IS NOT NULL AND (CHAR_LENGTH({{ param }}) NOT BETWEEN 1 AND 191 O
 {%- endmacro %}
 
 {#- A millisecond duration: NULL allowed when the routine has a default, else 0 .. one year. -#}
+{#- A message priority: 0 to 9, higher first (NULL: 0). -#}
+{% macro check_priority(param) -%}
+IF {{ param }} NOT BETWEEN 0 AND 9 THEN
+        {{ fail(E_PRIORITY, param ~ ' must be NULL or an integer from 0 to 9') }};
+    END IF
+{%- endmacro %}
+
+{#- The slot of a message without a key: the hash of its id over the topic's partitions, in the
+    slots of its priority. -#}
+{% macro unkeyed_slot(id, priority, partitions='v_partitions') -%}
+CRC32({{ id }}) % {{ partitions }}{% if priority != '0' %} + {{ priority }} * {{ PRIORITY_SLOTS }}{% endif %}
+{%- endmacro %}
+
 {% macro check_ms(param, low=0, allow_null=True) -%}
 IF {% if not allow_null %}{{ param }} IS NULL OR {% endif %}{{ param }} NOT BETWEEN {{ low }} AND 31536000000 THEN
         {{ fail(E_DURATION, param ~ ' must be ' ~ ('' if allow_null else 'set and ') ~ 'between ' ~ low ~ ' and 31536000000 ms') }};
@@ -246,7 +271,13 @@ DECLARE EXIT HANDLER FOR SQLEXCEPTION
             j_payload_b64 JSON PATH '$.payload_b64',
             j_metadata JSON PATH '$.metadata',
             j_delay JSON PATH '$.delay_ms',
-            j_delay_n BIGINT PATH '$.delay_ms'
+            j_delay_n BIGINT PATH '$.delay_ms',
+            j_kind JSON PATH '$.kind',
+            j_kind_s {{ text('VARCHAR(192)') }} PATH '$.kind',
+            j_content_type JSON PATH '$.content_type',
+            j_content_type_s {{ text('VARCHAR(192)') }} PATH '$.content_type',
+            j_priority JSON PATH '$.priority',
+            j_priority_n INT PATH '$.priority'
         )) AS j
     )
 {%- endmacro %}
@@ -259,12 +290,14 @@ DECLARE EXIT HANDLER FOR SQLEXCEPTION
             k.j_idx,
             k.j_key_s AS msg_key,
             COALESCE(k.j_id_s, CONCAT(v_batch, ':', k.j_idx)) AS msg_id,
-            k.j_rank
+            k.j_rank,
+            IF(k.j_priority_s IN ('1', '2', '3', '4', '5', '6', '7', '8', '9'), CAST(k.j_priority_s AS SIGNED), 0) AS msg_priority
         FROM JSON_TABLE({{ p_messages }}, '$[*]' COLUMNS (
             j_idx FOR ORDINALITY,
             j_key_s {{ text('VARCHAR(192)') }} PATH '$.key',
             j_id_s {{ text('VARCHAR(192)') }} PATH '$.id',
-            j_rank JSON PATH '$.rank'
+            j_rank JSON PATH '$.rank',
+            j_priority_s {{ text('VARCHAR(192)') }} PATH '$.priority'
         )) AS k
     )
 {%- endmacro %}
@@ -293,6 +326,15 @@ IF(LEFT({{ e }}.j_metadata, 1) = '{', {{ e }}.j_metadata, NULL)
 {%- endmacro %}
 {% macro batch_delay(e='e') -%}
 COALESCE({{ e }}.j_delay_n, 0)
+{%- endmacro %}
+{% macro batch_kind(e='e') -%}
+IF({{ e }}.j_kind IS NULL OR LEFT({{ e }}.j_kind, 1) = 'n', NULL, {{ e }}.j_kind_s)
+{%- endmacro %}
+{% macro batch_content_type(e='e') -%}
+IF({{ e }}.j_content_type IS NULL OR LEFT({{ e }}.j_content_type, 1) = 'n', NULL, {{ e }}.j_content_type_s)
+{%- endmacro %}
+{% macro batch_priority(e='e') -%}
+COALESCE({{ e }}.j_priority_n, 0)
 {%- endmacro %}
 
 {#- Whether a text is base64 as FROM_BASE64 decodes it, without calling it (on bad data it warns,
@@ -346,6 +388,25 @@ CASE
                 OR {{ e }}.j_delay REGEXP '^[0-9]{1,11}$' AND {{ e }}.j_delay_n <= 31536000000
             )
                 THEN 'delay_ms must be null or an integer between 0 and 31536000000'
+            WHEN NOT (
+                {{ e }}.j_kind IS NULL OR LEFT({{ e }}.j_kind, 1) = 'n'
+                OR LEFT({{ e }}.j_kind, 1) = '"'
+                AND CHAR_LENGTH(COALESCE({{ e }}.j_kind_s, '')) BETWEEN 1 AND 191
+                AND {{ e }}.j_kind_s NOT LIKE '% '
+            )
+                THEN 'kind must be null or a string of 1 to 191 characters, not ending in a space'
+            WHEN NOT (
+                {{ e }}.j_content_type IS NULL OR LEFT({{ e }}.j_content_type, 1) = 'n'
+                OR LEFT({{ e }}.j_content_type, 1) = '"'
+                AND CHAR_LENGTH(COALESCE({{ e }}.j_content_type_s, '')) BETWEEN 1 AND 191
+                AND {{ e }}.j_content_type_s NOT LIKE '% '
+            )
+                THEN 'content_type must be null or a string of 1 to 191 characters, not ending in a space'
+            WHEN NOT (
+                {{ e }}.j_priority IS NULL OR LEFT({{ e }}.j_priority, 1) = 'n'
+                OR {{ e }}.j_priority REGEXP '^[0-9]$'
+            )
+                THEN 'priority must be null or an integer from 0 to 9'
         END
 {%- endmacro %}
 
@@ -396,10 +457,16 @@ IF v_own_transaction = 1 THEN
 {#- The partitions the caller (v_group, v_topic, v_subscriber) holds at v_now that may have
     something to deliver: FROM and WHERE of the query, with the lease as l and the offsets as o.
     Shared by queue_fetch (which delivers) and queue_fetch_wait (which waits for one). -#}
-{% macro held_partitions_with_work() -%}
+{#- head=True also joins `h`, the next new message of a keyed partition (see fetch_rank). -#}
+{% macro held_partitions_with_work(head=False) -%}
 FROM queue_partition_leases AS l
         INNER JOIN queue_partitions AS p ON l.partition_id = p.partition_id
         LEFT JOIN queue_offsets AS o ON l.group_name = o.group_name AND l.partition_id = o.partition_id
+        {% if head %}
+        -- a keyed partition's next new message, for its priority (a point read by primary key)
+        LEFT JOIN queue_messages AS h
+            ON p.slot < 0 AND l.partition_id = h.partition_id AND h.msg_offset = o.cursor_pos + 1
+        {% endif %}
         WHERE
             l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber
             AND l.expires_at > v_now
@@ -416,3 +483,12 @@ FROM queue_partition_leases AS l
             )
 {%- endmacro %}
 
+{#- The order queue_fetch serves held partitions in, highest first: the priority of the partition's
+    messages (an unkeyed slot's own; a keyed partition's next new message's, from
+    held_partitions_with_work(head=True)), plus one level per PRIORITY_AGING_MS since fetch last
+    visited the partition (o.updated_at; never: the full nine levels), so that lower priorities
+    still progress under a steady load of higher ones. -#}
+{% macro fetch_rank() -%}
+IF(p.slot >= 0, p.slot DIV {{ PRIORITY_SLOTS }}, COALESCE(h.priority, 0))
+            + LEAST(9, (v_now - COALESCE(o.updated_at, 0)) DIV {{ PRIORITY_AGING_MS }})
+{%- endmacro %}

@@ -8,6 +8,9 @@ CREATE PROCEDURE queue__append(
     IN p_id {{ m.name_local() }},
     IN p_payload LONGBLOB,
     IN p_metadata {{ m.text('LONGTEXT') }},
+    IN p_kind {{ m.name_local() }},
+    IN p_content_type {{ m.name_local() }},
+    IN p_priority INT,
     IN p_delay_ms BIGINT,
     IN p_now BIGINT,
     IN p_target_group {{ m.name_local() }},
@@ -49,9 +52,9 @@ BEGIN
         WHERE t.topic = p_topic LOCK IN SHARE MODE;
     END IF;
 
-    -- unkeyed messages are spread over the topic's slots by a hash of their id
+    -- unkeyed messages are spread over the slots of their priority by a hash of their id
     IF p_partition_key IS NULL THEN
-        SET v_slot = CRC32(v_id) % v_partitions;
+        SET v_slot = {{ m.unkeyed_slot('v_id', 'COALESCE(p_priority, 0)') }};
     END IF;
 
     SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
@@ -84,12 +87,12 @@ BEGIN
             INSERT INTO queue_messages (
                 partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
                 published_at, deliver_at, target_group, origin_topic, origin_group, origin_offset,
-                origin_message_id, failures, last_error, failed_at
+                origin_message_id, failures, last_error, failed_at, kind, content_type, priority
             ) VALUES (
                 v_pid, p_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
                 v_now, v_now + COALESCE(p_delay_ms, 0), p_target_group, p_origin_topic, p_origin_group,
                 p_origin_offset, p_origin_message_id, p_failures, p_last_error,
-                IF(p_failures IS NULL, NULL, v_now)
+                IF(p_failures IS NULL, NULL, v_now), p_kind, p_content_type, COALESCE(p_priority, 0)
             );
         END;
         IF p_duplicate = 1 THEN

@@ -17,6 +17,9 @@ BEGIN
     DECLARE v_id {{ m.name_local() }};
     DECLARE v_payload LONGBLOB;
     DECLARE v_metadata {{ m.text('LONGTEXT') }};
+    DECLARE v_kind {{ m.name_local() }};
+    DECLARE v_content_type {{ m.name_local() }};
+    DECLARE v_priority INT;
     DECLARE v_dlq {{ m.name_local() }};
     DECLARE v_dlq_offset BIGINT;
     DECLARE v_duplicate TINYINT;
@@ -28,8 +31,11 @@ BEGIN
         msg.partition_key,
         msg.message_id,
         msg.payload,
-        msg.metadata
-    INTO v_topic, v_key, v_id, v_payload, v_metadata
+        msg.metadata,
+        msg.kind,
+        msg.content_type,
+        msg.priority
+    INTO v_topic, v_key, v_id, v_payload, v_metadata, v_kind, v_content_type, v_priority
     FROM queue_messages AS msg
     WHERE msg.partition_id = p_partition_id AND msg.msg_offset = p_offset;
 
@@ -38,7 +44,7 @@ BEGIN
     SET v_dlq = COALESCE(v_dlq, LEFT(CONCAT(v_topic, '_dlq'), 191));
 
     CALL queue__append(
-        v_dlq, v_key, NULL, v_payload, v_metadata, 0, p_now,
+        v_dlq, v_key, NULL, v_payload, v_metadata, v_kind, v_content_type, v_priority, 0, p_now,
         NULL, v_topic, p_group, p_offset, v_id, p_attempts, p_error, v_dlq_offset, v_duplicate,
         v_dlq_pid, v_dlq_id
     );

@@ -1,15 +1,16 @@
 {% import '_macros.sql' as m %}
 {#- A delivered entry for the cursor range v_lo .. hi of the partition (see FETCH_KIND_* in
-    _macros.sql): [partition_id, first, last, token, attempt, kind]. -#}
+    _macros.sql): [partition_id, first, last, token, attempt, kind, visit]; visit numbers the
+    partitions in the order they were served. -#}
 {% macro cursor_entry(hi, attempt) %}
-JSON_ARRAY(v_pid, v_lo, {{ hi }}, v_token, {{ attempt }}, {{ m.FETCH_KIND_CURSOR }})
+JSON_ARRAY(v_pid, v_lo, {{ hi }}, v_token, {{ attempt }}, {{ m.FETCH_KIND_CURSOR }}, v_visit)
 {%- endmacro %}
 {#- A redriven copy meant for another group, which this group skips. -#}
 {% macro for_another_group() %}
 msg.target_group IS NOT NULL AND msg.target_group <> v_group
 {%- endmacro %}
 -- Delivers up to p_batch_size in-flight messages per partition the caller holds, in offset order,
--- in one call: marks them delivered and returns them with attempt and delivery token (G4, G6, G7).
+-- highest priority first: marks them delivered and returns them with attempt and token (G4, G6, G7).
 CREATE PROCEDURE queue_fetch(
     IN p_group {{ m.name_param() }},
     IN p_topic {{ m.name_param() }},
@@ -56,13 +57,15 @@ BEGIN
     -- delivery-state rows of the group on the current partition (0: the steps that read them
     -- are skipped: the common case, where every ack was in order)
     DECLARE v_state_rows INT;
-    -- the held partitions that may have something to deliver
+    -- the partitions served so far
+    DECLARE v_visit INT DEFAULT 0;
+    -- the held partitions that may have something to deliver, the highest ranked first
     DECLARE c_partitions CURSOR FOR
         SELECT
             l.partition_id,
             o.partition_id IS NOT NULL AS has_offsets
-        {{ m.held_partitions_with_work() }}
-        ORDER BY l.partition_id;
+        {{ m.held_partitions_with_work(head=True) }}
+        ORDER BY {{ m.fetch_rank() }} DESC, l.partition_id;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
     {{ m.own_transaction_handler() }};
 
@@ -95,6 +98,7 @@ BEGIN
             LEAVE partition_loop;
         END IF;
 
+        SET v_visit = v_visit + 1;
         IF v_has_offsets = 0 THEN
             CALL queue__open_offsets(v_group, v_pid, v_now);
         END IF;
@@ -209,7 +213,7 @@ BEGIN
                 -- each redelivered row as a one-offset entry, with its attempt number
                 SELECT
                     JSON_ARRAYAGG(
-                        JSON_ARRAY(v_pid, s.msg_offset, s.msg_offset, v_token, s.attempts, {{ m.FETCH_KIND_ROW }})
+                        JSON_ARRAY(v_pid, s.msg_offset, s.msg_offset, v_token, s.attempts, {{ m.FETCH_KIND_ROW }}, v_visit)
                     )
                 INTO v_redelivered
                 FROM queue_delivery_state AS s
@@ -296,7 +300,7 @@ BEGIN
 
     -- one read of everything delivered, by primary key: cursor ranges expanded offset by offset
     -- (FETCH_KIND_CURSOR: messages without a delivery-state row) and redelivered rows
-    -- (FETCH_KIND_ROW). The join order is forced: left to the optimizer, it read the log by
+    -- (FETCH_KIND_ROW), partition by partition in the order they were served. The join order is forced: left to the optimizer, it read the log by
     -- partition alone (every message of the partition) before matching the offsets
     SELECT STRAIGHT_JOIN
         msg.partition_id,
@@ -317,7 +321,10 @@ BEGIN
         msg.origin_message_id,
         msg.failures,
         msg.last_error,
-        msg.failed_at
+        msg.failed_at,
+        msg.kind,
+        msg.content_type,
+        msg.priority
     FROM
         JSON_TABLE(v_out, '$[*]' COLUMNS (
             d_pid BIGINT PATH '$[0]',
@@ -325,7 +332,8 @@ BEGIN
             d_hi BIGINT PATH '$[2]',
             d_token BIGINT PATH '$[3]',
             d_attempt INT PATH '$[4]',
-            d_kind INT PATH '$[5]'
+            d_kind INT PATH '$[5]',
+            d_visit INT PATH '$[6]'
         )) AS d
     INNER JOIN JSON_TABLE(
         CONCAT('[', REPEAT('0,', v_span - 1), '0]'), '$[*]' COLUMNS (seq_n FOR ORDINALITY)
@@ -337,5 +345,5 @@ BEGIN
     WHERE
         (d.d_kind = {{ m.FETCH_KIND_CURSOR }} AND s.msg_offset IS NULL)
         OR (d.d_kind = {{ m.FETCH_KIND_ROW }} AND s.token = d.d_token AND s.state = {{ m.STATE_IN_FLIGHT }})
-    ORDER BY msg.partition_id, msg.msg_offset;
+    ORDER BY d.d_visit, msg.msg_offset;
 END

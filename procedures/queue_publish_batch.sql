@@ -1,7 +1,7 @@
 {% import '_macros.sql' as m %}
 -- Publishes many messages to one topic in one round trip: p_messages is a JSON array of objects
--- {key, id, payload | payload_b64, metadata, delay_ms, rank}. Returns (idx, offset, duplicate,
--- partition_id, id) per message, in input order.
+-- {key, id, payload | payload_b64, metadata, delay_ms, kind, content_type, priority, rank}.
+-- Returns (idx, offset, duplicate, partition_id, id) per message, in input order.
 CREATE PROCEDURE queue_publish_batch(
     IN p_topic {{ m.name_param() }},
     IN p_messages {{ m.text('LONGTEXT') }}
@@ -44,18 +44,20 @@ BEGIN  -- noqa: LT02
         slot BIGINT NULL,
         msg_id {{ m.name_local() }} NULL,
         part_rank INT NULL,
+        msg_priority INT NOT NULL,
         PRIMARY KEY (idx)
     ) ENGINE = InnoDB;
     BEGIN
         -- invalid JSON (MySQL 3141, MariaDB 4038)
         DECLARE CONTINUE HANDLER FOR 3141, 4038 SET v_invalid = 2;
-        INSERT INTO queue__publish_offsets (idx, part_key, slot, msg_id, part_rank)
+        INSERT INTO queue__publish_offsets (idx, part_key, slot, msg_id, part_rank, msg_priority)
         SELECT
             e.j_idx,
             IF(CHAR_LENGTH(e.msg_key) <= 191 OR e.msg_key IS NULL, {{ m.batch_part_key() }}, NULL),
             IF(e.msg_key IS NULL, CRC32(e.msg_id), {{ m.SLOT_KEYED }}),
             IF(CHAR_LENGTH(e.msg_id) <= 191, e.msg_id, NULL),
-            {{ m.batch_rank() }}
+            {{ m.batch_rank() }},
+            e.msg_priority
         FROM {{ m.batch_keys() }} AS e;
         SET v_rows = ROW_COUNT();
     END;
@@ -78,8 +80,9 @@ BEGIN  -- noqa: LT02
         SELECT t.partitions INTO v_partitions FROM queue_topics AS t
         WHERE t.topic = v_topic LOCK IN SHARE MODE;
     END IF;
-    -- an unkeyed element's slot: the hash of its id over the topic's partitions
-    UPDATE queue__publish_offsets SET slot = slot % v_partitions
+    -- an unkeyed element's slot: the hash of its id over the topic's partitions, in the slots of
+    -- its priority
+    UPDATE queue__publish_offsets SET slot = slot % v_partitions + msg_priority * {{ m.PRIORITY_SLOTS }}
     WHERE slot >= 0;
 
     -- the partitions, with how many elements each gets and whether the caller's ranks number
@@ -136,7 +139,7 @@ BEGIN  -- noqa: LT02
         DECLARE CONTINUE HANDLER FOR 1062 SET v_conflict = 1;
         INSERT INTO queue_messages (
             partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
-            published_at, deliver_at
+            published_at, deliver_at, kind, content_type, priority
         )
         SELECT
             tp.partition_id,
@@ -147,7 +150,10 @@ BEGIN  -- noqa: LT02
             {{ m.batch_payload() }},
             {{ m.batch_metadata() }},
             v_now,
-            v_now + {{ m.batch_delay() }}
+            v_now + {{ m.batch_delay() }},
+            {{ m.batch_kind() }},
+            {{ m.batch_content_type() }},
+            {{ m.batch_priority() }}
         FROM {{ m.batch_elements() }} AS e
         STRAIGHT_JOIN queue__publish_offsets AS o ON e.j_idx = o.idx
         LEFT JOIN queue__publish_parts AS tp ON o.part_key = tp.part_key AND o.slot = tp.slot;
@@ -200,16 +206,24 @@ BEGIN  -- noqa: LT02
             payload LONGBLOB NOT NULL,
             metadata {{ m.text('LONGTEXT') }} NULL,
             delay_ms BIGINT NOT NULL,
+            kind {{ m.name_local() }} NULL,
+            content_type {{ m.name_local() }} NULL,
+            priority INT NOT NULL,
             PRIMARY KEY (idx)
         ) ENGINE = InnoDB;
-        INSERT INTO queue__publish_elements (idx, msg_key, msg_id, payload, metadata, delay_ms)
+        INSERT INTO queue__publish_elements (
+            idx, msg_key, msg_id, payload, metadata, delay_ms, kind, content_type, priority
+        )
         SELECT
             e.j_idx,
             e.msg_key,
             e.msg_id,
             {{ m.batch_payload() }},
             {{ m.batch_metadata() }},
-            {{ m.batch_delay() }}
+            {{ m.batch_delay() }},
+            {{ m.batch_kind() }},
+            {{ m.batch_content_type() }},
+            {{ m.batch_priority() }}
         FROM {{ m.batch_elements() }} AS e;
         BEGIN
             DECLARE v_done INT DEFAULT 0;
@@ -218,25 +232,32 @@ BEGIN  -- noqa: LT02
             DECLARE v_payload LONGBLOB;
             DECLARE v_metadata {{ m.text('LONGTEXT') }};
             DECLARE v_delay BIGINT;
+            DECLARE v_kind {{ m.name_local() }};
+            DECLARE v_content_type {{ m.name_local() }};
+            DECLARE v_priority INT;
             DECLARE c_elements CURSOR FOR
                 SELECT
                     pe.msg_key,
                     pe.msg_id,
                     pe.payload,
                     pe.metadata,
-                    pe.delay_ms
+                    pe.delay_ms,
+                    pe.kind,
+                    pe.content_type,
+                    pe.priority
                 FROM queue__publish_elements AS pe
                 ORDER BY pe.idx;
             DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
             OPEN c_elements;
             element_loop: LOOP
                 SET v_done = 0;
-                FETCH c_elements INTO v_key, v_id, v_payload, v_metadata, v_delay;
+                FETCH c_elements INTO v_key, v_id, v_payload, v_metadata, v_delay, v_kind, v_content_type, v_priority;
                 IF v_done = 1 THEN
                     LEAVE element_loop;
                 END IF;
                 CALL queue__append(
-                    v_topic, v_key, v_id, v_payload, v_metadata, v_delay, v_now,
+                    v_topic, v_key, v_id, v_payload, v_metadata, v_kind, v_content_type, v_priority, v_delay,
+                    v_now,
                     NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate, v_pid, v_id
                 );
             END LOOP;

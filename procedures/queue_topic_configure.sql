@@ -45,7 +45,9 @@ BEGIN
         t.max_attempts,
         t.dlq_suffix,
         t.retention_ms,
-        t.created_at
+        t.created_at,
+        t.archive,
+        t.archive_retention_ms
     FROM queue_topics AS t
     WHERE t.topic = p_topic;
 END

@@ -21,6 +21,12 @@ CREATE TABLE IF NOT EXISTS queue_messages (
     failures INT NULL,
     last_error TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
     failed_at BIGINT NULL,
+    -- the application's name for what the payload is (handlers= routes on it), and its media type
+    kind VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    content_type VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    -- 0..9, higher first: fetch serves the partition whose next message ranks highest (an unkeyed
+    -- message of priority p > 0 lives in slot p * PRIORITY_SLOTS + its hash, see _macros.sql)
+    priority TINYINT NOT NULL DEFAULT 0,
     PRIMARY KEY (partition_id, msg_offset),
     -- publish: idempotency check on (partition, id) (G1)
     UNIQUE KEY queue_messages_by_id (partition_id, message_id)

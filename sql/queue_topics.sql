@@ -1,4 +1,5 @@
--- Per-topic settings: default partition count for unkeyed messages, attempts, DLQ, retention.
+-- Per-topic settings: default partition count for unkeyed messages, attempts, DLQ, retention,
+-- archive.
 -- A topic row is created with defaults on first publish (queue_subscribe takes the same defaults
 -- while there is none); queue_topic_configure creates or changes it.
 CREATE TABLE IF NOT EXISTS queue_topics (
@@ -8,5 +9,8 @@ CREATE TABLE IF NOT EXISTS queue_topics (
     dlq_suffix VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '_dlq',
     retention_ms BIGINT NOT NULL DEFAULT 300000,
     created_at BIGINT NOT NULL,
+    -- 1: GC moves what it removes into queue_archive, which keeps it archive_retention_ms
+    archive TINYINT NOT NULL DEFAULT 0,
+    archive_retention_ms BIGINT NOT NULL DEFAULT 604800000,
     PRIMARY KEY (topic)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

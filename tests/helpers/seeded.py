@@ -18,6 +18,8 @@ from mysqlq.tools import harness
 call = mq_connection.call
 
 GROUP, TOPIC, SUBSCRIBER = "billing", "orders", "s1"
+# a topic whose GC archives: seed() leaves one message in queue_archive
+ARCHIVED = "audit_log"
 HOUR_MS = 3_600_000
 DELIVERIES = "[[1, 1, 1]]"
 
@@ -31,7 +33,20 @@ SIGNATURES: dict[str, dict[str, Any]] = {
         "p_metadata": '{"a": 1}',
         "p_delay_ms": 0,
     },
+    "queue_publish_message": {
+        "p_topic": TOPIC,
+        "p_partition_key": "k1",
+        "p_id": "m-new",
+        "p_payload": b"x",
+        "p_metadata": '{"a": 1}',
+        "p_delay_ms": 0,
+        "p_kind": "order.created",
+        "p_content_type": "application/json",
+        "p_priority": 5,
+    },
     "queue_publish_batch": {"p_topic": TOPIC, "p_messages": '[{"payload": "x"}]'},
+    "queue_topic_archive": {"p_topic": TOPIC, "p_archive": 1, "p_retention_ms": HOUR_MS},
+    "queue_archive_purge": {"p_topic": ARCHIVED, "p_before": None, "p_limit": 10},
     "queue_topic_configure": {
         "p_topic": TOPIC,
         "p_partitions": 4,
@@ -199,6 +214,15 @@ def seed(conn: Any) -> None:
         conn, "SELECT partition_id, msg_offset FROM queue_messages WHERE topic = 'orders_dlq'"
     )
     SIGNATURES["queue_redrive_one"].update(p_partition_id=pid, p_offset=offset)
+    # an archived message: published, passed by the only group, then moved by GC
+    call(conn, "queue_topic_configure", ARCHIVED, 1, None, None, 0)
+    call(conn, "queue_topic_archive", ARCHIVED, 1, HOUR_MS)
+    (published,) = call(conn, "queue_publish", ARCHIVED, None, "a-1", b"old", None, 0)
+    call(conn, "queue_subscribe", "audit", ARCHIVED, None, None, None, None, None)
+    offsets = json.dumps([[published["partition_id"], published["offset"]]])
+    call(conn, "queue_commit_offsets", "audit", ARCHIVED, offsets, None)
+    (gc,) = call(conn, "queue_gc", 1000, None)
+    assert gc["archived"] == 1, gc
     # maintenance ran now: another tick within the hour finds nothing to do
     call(conn, "queue_maintenance_tick", SUBSCRIBER, HOUR_MS, None)
 

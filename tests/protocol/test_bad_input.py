@@ -161,7 +161,28 @@ PARAM_KINDS: dict[str, dict[str, list]] = {
         "p_metadata": METADATA_VALUES,
         "p_delay_ms": ms_values(0, allow_null=True),
     },
+    "queue_publish_message": {
+        "p_topic": IDENTIFIER_FULL,
+        "p_partition_key": NAME_OPTIONAL,
+        "p_id": NAME_OPTIONAL,
+        "p_payload": [("null", None, ())],
+        "p_metadata": METADATA_VALUES,
+        "p_delay_ms": ms_values(0, allow_null=True),
+        "p_kind": NAME_OPTIONAL,
+        "p_content_type": NAME_OPTIONAL,
+        "p_priority": [("negative", -1, ()), ("ten", 10, ()), ("huge", 2**62, ())],
+    },
     "queue_publish_batch": {"p_topic": IDENTIFIER_REQUIRED, "p_messages": MESSAGES_VALUES},
+    "queue_topic_archive": {
+        "p_topic": IDENTIFIER_REQUIRED,
+        "p_archive": [("two", 2, ()), ("negative", -1, ())],
+        "p_retention_ms": ms_values(0, allow_null=True),
+    },
+    "queue_archive_purge": {
+        "p_topic": IDENTIFIER_REQUIRED,
+        "p_before": NOW_VALUES,
+        "p_limit": count_values(100_000_000, allow_null=False),
+    },
     "queue_topic_configure": {
         "p_topic": IDENTIFIER_REQUIRED,
         "p_partitions": count_values(4096, allow_null=True),

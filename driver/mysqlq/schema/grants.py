@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 # every public routine belongs to exactly one list (tests/test_grants.py checks the installed ones)
-PUBLISHER_PROCEDURES = ("queue_publish", "queue_publish_batch")
+PUBLISHER_PROCEDURES = ("queue_publish", "queue_publish_message", "queue_publish_batch")
 CONSUMER_PROCEDURES = (
     "queue_subscribe",
     "queue_heartbeat",
@@ -66,6 +66,8 @@ CONSUMER_PROCEDURES = (
 # what changes other groups' or the topic's state, or deletes: the admin's alone
 ADMIN_PROCEDURES = (
     "queue_topic_configure",
+    "queue_topic_archive",
+    "queue_archive_purge",
     "queue_unsubscribe",
     "queue_seek",
     # Spark's streaming consumer group moves offsets without leases (and reads the log's tables)
@@ -87,6 +89,7 @@ READER_TABLES = (
     "queue_subscriber_heartbeats",
     "queue_subscriptions",
     "queue_maintenance_schedule",
+    "queue_archive",
 )
 # the migration installs tables, routines and events and stamps its version table; `mysqlq stats`
 # and `mysqlq dlq` read the tables

@@ -23,7 +23,9 @@ __all__ = [
     "VERSION_TABLE",
     "CursorExecutor",
     "OfflineExecutor",
+    "add_columns",
     "downgrade",
+    "drop_columns",
     "execute",
     "install",
     "stamp",
@@ -211,6 +213,42 @@ def execute(sql: str, compound: bool = False) -> None:
     """
     ex = _executor(_context())
     ex.statement(sql, compound=compound)
+    ex.finish()
+
+
+def _existing_columns(ex: Executor, table: str) -> set[str] | None:
+    """The columns ``table`` has now (None in offline mode, where nothing can be read)."""
+    if isinstance(ex, OfflineExecutor):
+        return None
+    ex.cursor.execute(
+        "SELECT column_name FROM information_schema.columns "
+        f"WHERE table_schema = DATABASE() AND table_name = '{table}'"
+    )
+    return {row[0].lower() for row in ex.cursor.fetchall()}
+
+
+def add_columns(table: str, columns: Sequence[tuple[str, str]]) -> None:
+    """``ALTER TABLE table ADD COLUMN name definition, ...`` for each ``(name, definition)`` the
+    table lacks (all of them in an offline script): a migration run again after it failed part
+    way skips what it added the first time. Appended columns are added in place (instantly) by
+    MySQL 8.0+ and MariaDB 10.3+."""
+    ex = _executor(_context())
+    have = _existing_columns(ex, table)
+    wanted = [(n, d) for n, d in columns if have is None or n.lower() not in have]
+    if wanted:
+        ex.statement(
+            f"ALTER TABLE {table} " + ", ".join(f"ADD COLUMN {n} {d}" for n, d in wanted)
+        )
+    ex.finish()
+
+
+def drop_columns(table: str, names: Sequence[str]) -> None:
+    """``ALTER TABLE table DROP COLUMN name, ...`` for each of ``names`` the table has."""
+    ex = _executor(_context())
+    have = _existing_columns(ex, table)
+    wanted = [n for n in names if have is None or n.lower() in have]
+    if wanted:
+        ex.statement(f"ALTER TABLE {table} " + ", ".join(f"DROP COLUMN {n}" for n in wanted))
     ex.finish()
 
 

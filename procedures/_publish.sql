@@ -1,0 +1,107 @@
+{% import '_macros.sql' as m %}
+{#- The body of queue_publish and queue_publish_message: one message, on the hot path when its
+    partition exists. extended: the routine takes p_kind, p_content_type and p_priority (without,
+    they are NULL, NULL and 0). -#}
+{% macro publish_body(extended) -%}
+{%- set kind = 'p_kind' if extended else 'NULL' -%}
+{%- set content_type = 'p_content_type' if extended else 'NULL' -%}
+{%- set priority = 'COALESCE(p_priority, 0)' if extended else '0' -%}
+BEGIN  -- noqa: LT02
+    DECLARE v_now BIGINT DEFAULT {{ m.now_ms('NULL') }};  -- noqa: PRS,LT02
+    DECLARE v_offset BIGINT DEFAULT NULL;
+    DECLARE v_duplicate TINYINT DEFAULT 0;
+    DECLARE v_pid BIGINT DEFAULT NULL;
+    DECLARE v_id {{ m.name_local() }};
+    DECLARE v_partitions INT DEFAULT NULL;
+    DECLARE v_key {{ m.name_local() }};
+    DECLARE v_slot INT DEFAULT {{ m.SLOT_KEYED }};
+    DECLARE v_own_transaction INT DEFAULT 0;
+    {{ m.publish_transaction_handler() }};
+
+    {{ m.check_identifier('p_topic') }};
+    {{ m.check_optional_name('p_partition_key') }};
+    {{ m.check_optional_name('p_id') }};
+    {% if extended %}
+    {{ m.check_optional_name('p_kind') }};
+    {{ m.check_optional_name('p_content_type') }};
+    {{ m.check_priority('p_priority') }};
+    {% endif %}
+    IF p_payload IS NULL THEN
+        {{ m.fail(m.E_PAYLOAD, 'p_payload must not be NULL') }};
+    END IF;
+    IF p_metadata IS NOT NULL AND (NOT JSON_VALID(p_metadata) OR JSON_TYPE(p_metadata) <> 'OBJECT') THEN
+        {{ m.fail(m.E_METADATA, 'p_metadata must be NULL or a JSON object') }};
+    END IF;
+    {{ m.check_ms('p_delay_ms') }};
+    SET v_key = COALESCE(p_partition_key, '');
+    SET v_id = COALESCE(p_id, CAST(UUID() AS CHAR));
+
+    {{ m.begin_unless_in_transaction() }};
+
+    -- the hot path: a partition that exists. Its sequence row is locked at once in our own READ
+    -- COMMITTED transaction; in the caller's (perhaps REPEATABLE READ) one, a locking read of a
+    -- missing row would lock the gap and block publishers creating other partitions, so the row is
+    -- found first by a plain read
+    IF p_partition_key IS NULL THEN
+        SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
+        WHERE t.topic = p_topic;
+        SET v_slot = {{ m.unkeyed_slot('v_id', priority) }};
+    END IF;
+    IF v_own_transaction = 0 AND v_slot IS NOT NULL THEN
+        SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
+        WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
+    END IF;
+    IF v_slot IS NOT NULL AND (v_own_transaction = 1 OR v_pid IS NOT NULL) THEN
+        -- (aggregates: a missing row gives NULLs, not a "no data" warning)
+        SELECT
+            MAX(p.partition_id),
+            MAX(p.last_offset) + 1
+        INTO v_pid, v_offset
+        FROM queue_partitions AS p
+        WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot
+        FOR UPDATE;
+    END IF;
+
+    IF v_offset IS NOT NULL THEN
+        BEGIN
+            DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+            INSERT INTO queue_messages (
+                partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
+                published_at, deliver_at{% if extended %}, kind, content_type, priority{% endif %}
+
+            ) VALUES (
+                v_pid, v_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
+                v_now, v_now + COALESCE(p_delay_ms, 0){% if extended %}, p_kind, p_content_type, {{ priority }}{% endif %}
+
+            );
+        END;
+        IF v_duplicate = 0 THEN
+            UPDATE queue_partitions SET last_offset = v_offset
+            WHERE partition_id = v_pid;
+        ELSE
+            -- G1: the first copy's offset (the sequence is untouched; we hold its row lock)
+            SELECT MAX(msg.msg_offset) INTO v_offset
+            FROM queue_messages AS msg
+            WHERE msg.partition_id = v_pid AND msg.message_id = v_id
+            LOCK IN SHARE MODE;
+            IF v_offset IS NULL THEN
+                -- the key that clashed was the offset, not the id: never report that as a duplicate
+                {{ m.fail(m.E_INTERNAL, 'offset already taken in the partition; its sequence row was not locked') }};
+            END IF;
+        END IF;
+    ELSE
+        -- a new topic or partition: the general path creates them
+        CALL queue__append(
+            p_topic, p_partition_key, v_id, p_payload, p_metadata, {{ kind }}, {{ content_type }}, {{ priority }},
+            p_delay_ms, v_now,
+            NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate, v_pid, v_id
+        );
+    END IF;
+    {{ m.commit_if_own_transaction() }};
+    SELECT
+        v_offset AS `offset`,
+        v_duplicate AS duplicate,
+        v_pid AS partition_id,
+        v_id AS id;
+END
+{%- endmacro %}
