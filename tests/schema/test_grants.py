@@ -167,6 +167,7 @@ def test_cli_prints_the_statements() -> None:
     lines = result.output.splitlines()
     assert lines == [
         "GRANT EXECUTE ON PROCEDURE `app`.`queue_publish` TO 'api'@'10.0.%';",
+        "GRANT EXECUTE ON PROCEDURE `app`.`queue_publish_message` TO 'api'@'10.0.%';",
         "GRANT EXECUTE ON PROCEDURE `app`.`queue_publish_batch` TO 'api'@'10.0.%';",
         "GRANT EXECUTE ON PROCEDURE `app`.`queue_version` TO 'api'@'10.0.%';",
     ]
