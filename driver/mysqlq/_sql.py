@@ -8,7 +8,7 @@ passed to mysqlclient as %s placeholders; nothing is formatted into the text.
 from __future__ import annotations
 
 # protocol version the driver speaks; the database's queue_version must match
-PROTOCOL_VERSION = "1.4"
+PROTOCOL_VERSION = "1.5"
 
 # a procedure, not a function: creating a stored function needs SUPER where binary logging is on
 # (MySQL's default and every managed MySQL's); protocol 1.1 and older had a function

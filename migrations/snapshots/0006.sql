@@ -3545,7 +3545,7 @@ CREATE PROCEDURE queue_version()
 NO SQL
 SQL SECURITY DEFINER
 BEGIN
-    SELECT '1.4' AS version;
+    SELECT '1.5' AS version;
 END
 
 -- mysqlq:object event queue_maintenance_event

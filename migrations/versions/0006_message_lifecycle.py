@@ -14,7 +14,7 @@ revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "b3263e01caebad5fb5d7c4b537edd1f432674b13cc3131862d3e28bd68265f73"
+snapshot_sha256 = "3a12f867a03c38306ea0ee4239f938f69df23d8b780a2085163943d2d9b50383"
 
 
 TEXT = "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
