@@ -17,6 +17,9 @@ VERSION_BEFORE_1_2 = "SELECT queue_version()"
 
 # producer
 PUBLISH = "CALL queue_publish(%s, %s, %s, %s, %s, %s)"
+# queue_publish with kind, content type and priority (the driver's publish: it always sends a
+# content type)
+PUBLISH_MESSAGE = "CALL queue_publish_message(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 PUBLISH_BATCH = "CALL queue_publish_batch(%s, %s)"
 # a session setting the publish procedures read: refuse topics that were never configured
 STRICT_TOPICS = "SET @mysqlq_strict_topics = 1"
@@ -87,6 +90,20 @@ GROUP BY s.topic, s.group_name, s.dlq_topic
 ORDER BY s.topic, s.group_name
 """
 
+# each group's lag by kind and priority: the messages past its watermark, read from the log
+# (a range read of each partition's primary key, so it costs what the backlog holds)
+STATS_BACKLOG = """
+SELECT s.topic, s.group_name, m.kind, m.priority, COUNT(*) AS messages
+FROM queue_subscriptions s
+JOIN queue_partitions p ON p.topic = s.topic
+LEFT JOIN queue_offsets o ON o.group_name = s.group_name AND o.partition_id = p.partition_id
+JOIN queue_messages m
+  ON m.partition_id = p.partition_id AND m.msg_offset > COALESCE(o.offset_acked, 0)
+WHERE %s IS NULL OR s.topic = %s
+GROUP BY s.topic, s.group_name, m.kind, m.priority
+ORDER BY s.topic, s.group_name, m.priority DESC, m.kind
+"""
+
 # one group's lag on one topic: what is published but not yet acked (cheap: no DLQ count)
 GROUP_LAG = """
 SELECT COALESCE(SUM(p.last_offset - COALESCE(o.offset_acked, 0)), 0) AS unacked
@@ -97,7 +114,8 @@ WHERE p.topic = %s
 
 DLQ_LIST = """
 SELECT partition_id, msg_offset AS `offset`, partition_key, message_id AS id, origin_topic,
-       origin_group, origin_offset, origin_message_id, failures, last_error, failed_at
+       origin_group, origin_offset, origin_message_id, failures, last_error, failed_at, kind,
+       content_type, priority
 FROM queue_messages
 WHERE topic = %s
 ORDER BY failed_at, partition_id, msg_offset
@@ -107,7 +125,7 @@ LIMIT %s
 DLQ_SHOW = """
 SELECT partition_id, msg_offset AS `offset`, partition_key, message_id AS id, payload, metadata,
        origin_topic, origin_group, origin_offset, origin_message_id, failures, last_error,
-       failed_at, published_at
+       failed_at, published_at, kind, content_type, priority
 FROM queue_messages
 WHERE topic = %s AND partition_id = %s AND msg_offset = %s
 """

@@ -59,6 +59,34 @@ def connect(
     )
 
 
+def publish_args(
+    topic: str,
+    payload: Any,
+    *,
+    key: str | None,
+    id: str | None,
+    metadata: Mapping[str, Any] | None,
+    delay: float | None,
+    kind: str | None,
+    content_type: str | None,
+    priority: int | None,
+) -> tuple:
+    """The arguments of queue_publish_message, checked. A message without an id gets one here:
+    a retry after a lost reply is then recognised as a duplicate ("" is refused by the server)."""
+    data, content_type = codec.encode_payload(payload, content_type)
+    return (
+        topic,
+        key,
+        uuid.uuid4().hex if id is None else id,
+        data,
+        codec.metadata_json(metadata),
+        codec.delay_ms(delay),
+        kind,
+        content_type,
+        codec.priority_value(priority),
+    )
+
+
 class _Publisher:
     """Publish calls over one connection; shared by the client and its transactions."""
 
@@ -67,17 +95,8 @@ class _Publisher:
     def _call_rows(self, sql: str, args: tuple) -> list[dict[str, Any]]:
         return execute_rows(self._conn, sql, args)
 
-    def _publish(self, topic, payload, key, id, metadata, delay) -> PublishResult:
-        args = (
-            topic,
-            key,
-            # a driver-made id makes a retry after a lost reply safe; "" is refused by the server
-            uuid.uuid4().hex if id is None else id,
-            codec.payload_bytes(payload),
-            codec.metadata_json(metadata),
-            codec.delay_ms(delay),
-        )
-        (row,) = self._call_rows(_sql.PUBLISH, args)
+    def _publish(self, topic, payload, **fields) -> PublishResult:
+        (row,) = self._call_rows(_sql.PUBLISH_MESSAGE, publish_args(topic, payload, **fields))
         return PublishResult.from_row(row)
 
     def _publish_batch(self, topic, messages, chunk_size) -> list[PublishResult]:
@@ -114,14 +133,27 @@ class Transaction(_Publisher):
     def publish(
         self,
         topic: str,
-        payload: bytes | str,
+        payload: Any,
         *,
         key: str | None = None,
         id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         delay: float = 0.0,
+        kind: str | None = None,
+        content_type: str | None = None,
+        priority: int = 0,
     ) -> PublishResult:
-        return self._publish(topic, payload, key, id, metadata, delay)
+        return self._publish(
+            topic,
+            payload,
+            key=key,
+            id=id,
+            metadata=metadata,
+            delay=delay,
+            kind=kind,
+            content_type=content_type,
+            priority=priority,
+        )
 
     def publish_batch(
         self, topic: str, messages: Iterable[Any], *, chunk_size: int = 1000
@@ -195,34 +227,40 @@ class Client(_Publisher):
     def publish(
         self,
         topic: str,
-        payload: bytes | str,
+        payload: Any,
         *,
         key: str | None = None,
         id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         delay: float = 0.0,
+        kind: str | None = None,
+        content_type: str | None = None,
+        priority: int = 0,
         conn: MySQLdb.connections.Connection | None = None,
     ) -> PublishResult:
         """Publish one message; returns its offset and whether it was a duplicate (G1).
+
+        ``payload``: bytes (stored as application/octet-stream), str (text/plain; charset=utf-8)
+        or a dict, list, number or bool (JSON, application/json); ``content_type`` overrides
+        that. ``kind`` names what the message is (``Subscriber(handlers=...)`` routes on it);
+        ``priority`` 0 to 9, higher first (per-key order still wins).
 
         With ``conn`` (your open mysqlclient connection) the publish runs in your transaction and
         commits or rolls back with it (G2). Without, it commits at once and is retried on
         transient errors — safe, because the driver gives every message an id.
         """
-        if conn is not None:
-            return Transaction(conn).publish(
-                topic, payload, key=key, id=id, metadata=metadata, delay=delay
-            )
-        id = uuid.uuid4().hex if id is None else id
-        args = (
-            topic,
-            key,
-            id,
-            codec.payload_bytes(payload),
-            codec.metadata_json(metadata),
-            codec.delay_ms(delay),
+        fields = dict(
+            key=key,
+            id=id,
+            metadata=metadata,
+            delay=delay,
+            kind=kind,
+            content_type=content_type,
+            priority=priority,
         )
-        (row,) = self._call_safely(_sql.PUBLISH, args)
+        if conn is not None:
+            return Transaction(conn).publish(topic, payload, **fields)
+        (row,) = self._call_safely(_sql.PUBLISH_MESSAGE, publish_args(topic, payload, **fields))
         return PublishResult.from_row(row)
 
     def publish_batch(
@@ -340,6 +378,12 @@ class Client(_Publisher):
             }
             for r in rows
         ]
+
+    def backlog(self, topic: str | None = None) -> list[dict[str, Any]]:
+        """Per topic, group, kind and priority: the messages the group has not acked yet (those
+        past its watermark; reads the backlog, so mind its size)."""
+        rows = self._call_safely(_sql.STATS_BACKLOG, (topic, topic))
+        return [{**r, "priority": int(r["priority"]), "messages": int(r["messages"])} for r in rows]
 
     def dlq_list(self, dlq_topic: str, limit: int = 100) -> list[dict[str, Any]]:
         return self._call_safely(_sql.DLQ_LIST, (dlq_topic, limit))

@@ -20,6 +20,9 @@ from mysqlq.errors import InvalidArgument
 
 __all__ = [
     "BATCH_FIELDS",
+    "CONTENT_JSON",
+    "CONTENT_OCTETS",
+    "CONTENT_TEXT",
     "MESSAGE_FIELDS",
     "batch_element",
     "batch_element_text",
@@ -28,6 +31,7 @@ __all__ = [
     "chunks",
     "delay_ms",
     "dlq_entry_json",
+    "encode_payload",
     "json_line_message",
     "message_json",
     "metadata_json",
@@ -36,6 +40,7 @@ __all__ = [
     "parse_metadata",
     "payload_bytes",
     "payload_fields",
+    "priority_value",
     "publish_result_json",
 ]
 
@@ -46,6 +51,46 @@ def payload_bytes(payload: bytes | bytearray | memoryview | str) -> bytes:
     if isinstance(payload, (bytes, bytearray, memoryview)):
         return bytes(payload)
     raise InvalidArgument(f"payload must be bytes or str, not {type(payload).__name__}")
+
+
+# the content type a payload gets from its Python type, unless the publisher names one
+CONTENT_OCTETS = "application/octet-stream"
+CONTENT_TEXT = "text/plain; charset=utf-8"
+CONTENT_JSON = "application/json"
+_JSON_TYPES = (dict, list, int, float, bool)
+
+
+def encode_payload(payload: Any, content_type: str | None = None) -> tuple[bytes, str]:
+    """A payload as stored, with its content type: bytes as they are (application/octet-stream),
+    str as UTF-8 (text/plain; charset=utf-8), a dict, list, number or bool as JSON text
+    (application/json). ``content_type`` overrides the type's."""
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        data, auto = bytes(payload), CONTENT_OCTETS
+    elif isinstance(payload, str):
+        data, auto = payload.encode("utf-8"), CONTENT_TEXT
+    elif isinstance(payload, _JSON_TYPES):
+        try:
+            text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(f"payload is not JSON-serialisable: {exc}") from None
+        data, auto = text.encode("utf-8"), CONTENT_JSON
+    else:
+        raise InvalidArgument(
+            "payload must be bytes, str or a JSON value (dict, list, number, bool), "
+            f"not {type(payload).__name__}"
+        )
+    if content_type is not None and not isinstance(content_type, str):
+        raise InvalidArgument(f"content_type must be a str or None, not {content_type!r}")
+    return data, auto if content_type is None else content_type
+
+
+def priority_value(priority: Any) -> int:
+    """A message priority, 0 to 9 (higher first); None is 0."""
+    if priority is None:
+        return 0
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 9:
+        raise InvalidArgument(f"priority must be an integer from 0 to 9, not {priority!r}")
+    return priority
 
 
 # p_error is TEXT (65535 bytes): 16000 characters of up to 4 bytes each always fit
@@ -85,7 +130,9 @@ def delay_ms(delay: float | None) -> int:
     return round(delay * 1000)
 
 
-BATCH_FIELDS = frozenset({"payload", "key", "id", "metadata", "delay"})
+BATCH_FIELDS = frozenset(
+    {"payload", "key", "id", "metadata", "delay", "kind", "content_type", "priority"}
+)
 
 
 def batch_element(message: Any, default_id: str) -> dict[str, Any]:
@@ -95,7 +142,11 @@ def batch_element(message: Any, default_id: str) -> dict[str, Any]:
     after a lost reply is recognised as a duplicate.
     """
     if isinstance(message, bytes):
-        return {"payload_b64": base64.b64encode(message).decode("ascii"), "id": default_id}
+        return {
+            "payload_b64": base64.b64encode(message).decode("ascii"),
+            "id": default_id,
+            "content_type": CONTENT_OCTETS,
+        }
     if isinstance(message, (bytearray, memoryview, str)):
         message = {"payload": message}
     if not isinstance(message, Mapping):
@@ -107,13 +158,17 @@ def batch_element(message: Any, default_id: str) -> dict[str, Any]:
         raise InvalidArgument(f"unknown message field(s): {', '.join(sorted(unknown))}")
     if "payload" not in message:
         raise InvalidArgument("every message needs a 'payload'")
-    payload = message["payload"]
+    data, content_type = encode_payload(message["payload"], message.get("content_type"))
     element: dict[str, Any] = {
-        "payload_b64": base64.b64encode(
-            payload if isinstance(payload, bytes) else payload_bytes(payload)
-        ).decode("ascii"),
+        "payload_b64": base64.b64encode(data).decode("ascii"),
         "id": default_id if message.get("id") is None else message["id"],
+        "content_type": content_type,
     }
+    if message.get("kind") is not None:
+        element["kind"] = message["kind"]
+    priority = priority_value(message.get("priority"))
+    if priority:
+        element["priority"] = priority
     key = message.get("key")
     if key is not None:
         element["key"] = key
@@ -223,7 +278,17 @@ def batch_json(chunk: list[dict[str, Any]]) -> str:
 # --------------------------------------------------------------------------- messages as JSON
 
 # fields of a message given as a JSON object (publish's stdin, and the library's publish_batch)
-MESSAGE_FIELDS = ("payload", "payload_b64", "key", "id", "metadata", "delay")
+MESSAGE_FIELDS = (
+    "payload",
+    "payload_b64",
+    "key",
+    "id",
+    "metadata",
+    "delay",
+    "kind",
+    "content_type",
+    "priority",
+)
 
 
 def new_message(
@@ -233,6 +298,9 @@ def new_message(
     message_id: str | None = None,
     metadata: dict[str, Any] | None = None,
     delay: float | None = None,
+    kind: str | None = None,
+    content_type: str | None = None,
+    priority: int | None = None,
 ) -> dict[str, Any]:
     """A message as ``publish`` and ``publish_batch`` take it, with an id made here when none is
     given, so that the caller knows (and can print) every message's id."""
@@ -242,6 +310,9 @@ def new_message(
         "id": message_id if message_id is not None else uuid.uuid4().hex,
         "metadata": metadata,
         "delay": delay,
+        "kind": kind,
+        "content_type": content_type,
+        "priority": priority,
     }
 
 
@@ -261,8 +332,9 @@ def parse_metadata(text: str | None, where: str) -> dict[str, Any] | None:
 def json_line_message(line: str, where: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
     """One JSON line (an object, or a bare JSON string: the payload) as a :func:`new_message`.
 
-    ``defaults`` holds the ``key``, ``metadata`` and ``delay`` of a line that leaves them out;
-    ``where`` names the line in errors.
+    ``defaults`` holds the ``key``, ``metadata``, ``delay``, ``kind``, ``content_type`` and
+    ``priority`` of a line that leaves them out; ``where`` names the line in errors. A payload
+    that is neither a string nor base64 is published as its JSON text, as application/json.
     """
     try:
         value = json.loads(line)
@@ -272,7 +344,8 @@ def json_line_message(line: str, where: str, defaults: Mapping[str, Any]) -> dic
         value = {"payload": value}
     if not isinstance(value, dict):
         raise InvalidArgument(
-            f"{where} must be a JSON object {{payload, key, id, metadata, delay}} or a JSON string"
+            f"{where} must be a JSON object {{payload, key, id, metadata, delay, kind, "
+            "content_type, priority} or a JSON string"
         )
     unknown = sorted(set(value) - set(MESSAGE_FIELDS))
     if unknown:
@@ -288,7 +361,11 @@ def json_line_message(line: str, where: str, defaults: Mapping[str, Any]) -> dic
         payload = value["payload"]
     else:  # any other JSON value is published as its JSON text
         payload = json.dumps(value["payload"], ensure_ascii=False, separators=(",", ":"))
+        defaults = {**defaults, "content_type": defaults.get("content_type") or CONTENT_JSON}
     key = value.get("key", defaults["key"])
+    kind = value.get("kind", defaults.get("kind"))
+    content_type = value.get("content_type", defaults.get("content_type"))
+    priority = value.get("priority", defaults.get("priority"))
     message_id = value.get("id")
     metadata = value.get("metadata", defaults["metadata"])
     delay = value.get("delay", defaults["delay"])
@@ -296,12 +373,27 @@ def json_line_message(line: str, where: str, defaults: Mapping[str, Any]) -> dic
         ("key", key, (str,)),
         ("id", message_id, (str,)),
         ("metadata", metadata, (dict,)),
+        ("kind", kind, (str,)),
+        ("content_type", content_type, (str,)),
     ):
         if item is not None and not isinstance(item, kinds):
             raise InvalidArgument(f"{where}: {name} must be a JSON {kinds[0].__name__} or null")
     if delay is not None and (isinstance(delay, bool) or not isinstance(delay, (int, float))):
         raise InvalidArgument(f"{where}: delay must be a number of seconds or null")
-    return new_message(payload, key=key, message_id=message_id, metadata=metadata, delay=delay)
+    if priority is not None and (
+        isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 9
+    ):
+        raise InvalidArgument(f"{where}: priority must be an integer from 0 to 9 or null")
+    return new_message(
+        payload,
+        key=key,
+        message_id=message_id,
+        metadata=metadata,
+        delay=delay,
+        kind=kind,
+        content_type=content_type,
+        priority=priority,
+    )
 
 
 def publish_result_json(topic: str, message: Mapping[str, Any], result: Any) -> dict[str, Any]:
@@ -344,6 +436,9 @@ def message_json(msg: Any) -> dict[str, Any]:
         "offset": msg.offset,
         "id": msg.id,
         "attempt": msg.attempt,
+        "kind": msg.kind,
+        "content_type": msg.content_type,
+        "priority": msg.priority,
         **payload_fields(msg.payload),
         "metadata": msg.metadata,
     }

@@ -11,6 +11,28 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+JSON_TYPE = "application/json"
+
+
+def decode_body(payload: bytes, content_type: str | None) -> Any:
+    """``msg.body``: the payload decoded by its content type: JSON (application/json, or any
+    ``+json`` type) as its value, ``text/*`` as str (in its charset, UTF-8 by default),
+    anything else (or no content type) as bytes."""
+    if not content_type:
+        return payload
+    media, _, params = content_type.partition(";")
+    media = media.strip().lower()
+    if media == JSON_TYPE or media.endswith("+json"):
+        return json.loads(payload)
+    if media.startswith("text/"):
+        charset = "utf-8"
+        for param in params.split(";"):
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "charset" and value.strip():
+                charset = value.strip().strip('"')
+        return payload.decode(charset)
+    return payload
+
 
 class Settler(Protocol):
     """Where a message's outcomes go: queued for the next settle call of its subscriber."""
@@ -54,6 +76,8 @@ class Message:
     ``attempt`` counts deliveries to this group, 1 for the first. ``token`` identifies this
     delivery: a later redelivery gets another one, and outcomes carrying an old token are ignored.
     DLQ entries also carry ``origin_*``, ``failures``, ``last_error`` and ``failed_at``.
+    ``kind`` and ``content_type`` are what the publisher said the payload is (None when it said
+    nothing), ``priority`` its priority (0 to 9); :attr:`body` decodes the payload by its type.
     """
 
     topic: str
@@ -74,6 +98,9 @@ class Message:
     failures: int | None = None
     last_error: str | None = None
     failed_at: int | None = None
+    kind: str | None = None
+    content_type: str | None = None
+    priority: int = 0
     _settler: Settler | None = field(default=None, repr=False, compare=False)
     _outcome: str | None = field(default=None, repr=False, compare=False)
 
@@ -101,6 +128,9 @@ class Message:
             failures=row.get("failures"),
             last_error=row.get("last_error"),
             failed_at=row.get("failed_at"),
+            kind=row.get("kind"),
+            content_type=row.get("content_type"),
+            priority=int(row.get("priority") or 0),
             _settler=settler,
         )
 
@@ -108,6 +138,12 @@ class Message:
     def delivery(self) -> list[int]:
         """The [partition_id, offset, token] triple the settle procedures take."""
         return [self.partition_id, self.offset, self.token]
+
+    @property
+    def body(self) -> Any:
+        """The payload decoded by its content type: the value for JSON (application/json or
+        ``*+json``), str for ``text/*`` (in its charset), bytes for anything else or none."""
+        return decode_body(self.payload, self.content_type)
 
     def json(self) -> Any:
         """The payload decoded as JSON."""

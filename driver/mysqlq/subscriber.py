@@ -40,7 +40,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mysqlq import _sql, codec, effects, maintenance, version
@@ -55,6 +55,7 @@ from mysqlq.message import Message
 from mysqlq.metrics import SubscriberMetrics
 from mysqlq.policy import AckPolicy, after_handler, as_policy, strategy
 from mysqlq.retry import RetryStrategy
+from mysqlq.routing import handler_for
 from mysqlq.settler import SubscriberSettler
 
 __all__ = ["Subscriber"]
@@ -97,7 +98,8 @@ class Subscriber:
         *,
         topic: str,
         group: str,
-        handler: Handler,
+        handler: Handler | None = None,
+        handlers: Mapping[str, Handler] | None = None,
         name: str | None = None,
         batch_size: int = 10,
         visibility_timeout: float = 60.0,
@@ -117,8 +119,7 @@ class Subscriber:
         metrics: Any = None,
         check_version: bool = True,
     ) -> None:
-        if not callable(handler):
-            raise InvalidArgument("handler must be callable")
+        self.handler = handler_for(handler, handlers)
         _positive("batch_size", batch_size, integer=True)
         _positive("concurrency", concurrency, integer=True)
         _positive("max_attempts", max_attempts, integer=True)
@@ -139,7 +140,6 @@ class Subscriber:
         self.dsn = resolve_dsn(dsn)
         self.topic = topic
         self.group = group
-        self.handler = handler
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.batch_size = batch_size
         self.visibility_timeout = visibility_timeout

@@ -85,15 +85,27 @@ class Transaction:
     async def publish(
         self,
         topic: str,
-        payload: bytes | str,
+        payload: Any,
         *,
         key: str | None = None,
         id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         delay: float = 0.0,
+        kind: str | None = None,
+        content_type: str | None = None,
+        priority: int = 0,
     ) -> PublishResult:
         return await self._serial(
-            self._tx.publish, topic, payload, key=key, id=id, metadata=metadata, delay=delay
+            self._tx.publish,
+            topic,
+            payload,
+            key=key,
+            id=id,
+            metadata=metadata,
+            delay=delay,
+            kind=kind,
+            content_type=content_type,
+            priority=priority,
         )
 
     async def publish_batch(
@@ -194,18 +206,30 @@ class Client:
     async def publish(
         self,
         topic: str,
-        payload: bytes | str,
+        payload: Any,
         *,
         key: str | None = None,
         id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         delay: float = 0.0,
+        kind: str | None = None,
+        content_type: str | None = None,
+        priority: int = 0,
     ) -> PublishResult:
         """Publish one message; returns its offset and whether it was a duplicate (G1). It
         commits at once and is retried on transient errors (see :meth:`mysqlq.Client.publish`);
         in your transaction, use :meth:`transaction`."""
         return await self._run(
-            "publish", topic, payload, key=key, id=id, metadata=metadata, delay=delay
+            "publish",
+            topic,
+            payload,
+            key=key,
+            id=id,
+            metadata=metadata,
+            delay=delay,
+            kind=kind,
+            content_type=content_type,
+            priority=priority,
         )
 
     async def publish_batch(
@@ -239,5 +263,6 @@ class Client:
     gc = _offloaded("gc")
     maintenance = _offloaded("maintenance")
     stats = _offloaded("stats")
+    backlog = _offloaded("backlog")
     dlq_list = _offloaded("dlq_list")
     dlq_show = _offloaded("dlq_show")

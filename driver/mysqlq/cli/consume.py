@@ -69,15 +69,36 @@ def load_handler(spec: str) -> Callable[[Any], Any]:
     return target
 
 
+def _handlers(specs: tuple[str, ...]) -> dict[str, Callable[[Any], Any]]:
+    """The subscriber's handlers by kind from --handler values ('*': any other kind)."""
+    if not specs:
+        return {"*": _printing_handler()}
+    handlers: dict[str, Callable[[Any], Any]] = {}
+    for spec in specs:
+        kind, sep, target = spec.rpartition("=")
+        kind = kind if sep else "*"
+        if not kind:
+            raise click.BadParameter(
+                f"{spec!r}: the kind before '=' is empty", param_hint="--handler"
+            )
+        if kind in handlers:
+            what = "a handler for any kind" if kind == "*" else f"a handler for kind {kind!r}"
+            raise click.BadParameter(f"{what} is given twice", param_hint="--handler")
+        handlers[kind] = load_handler(target)
+    return handlers
+
+
 @click.command()
 @DSN_OPTION
 @click.argument("topic")
 @click.option("--group", "-g", required=True, help="Consumer group.")
 @click.option(
     "--handler",
-    "handler_spec",
-    metavar="MODULE:FUNCTION",
-    help="Handler called with each mysqlq.Message (default: print it as a JSON line).",
+    "handler_specs",
+    metavar="[KIND=]MODULE:FUNCTION",
+    multiple=True,
+    help="Handler called with each mysqlq.Message (default: print it as a JSON line); with "
+    "KIND=, only for messages of that kind (repeat it; '*=' or a plain one takes the others).",
 )
 @click.option(
     "--batch-size",
@@ -162,7 +183,7 @@ def consume(
     dsn: str | None,
     topic: str,
     group: str,
-    handler_spec: str | None,
+    handler_specs: tuple[str, ...],
     batch_size: int,
     concurrency: int,
     max_attempts: int,
@@ -185,8 +206,9 @@ def consume(
     A handler that returns acks its message; one that raises nacks it (retried after the
     --retry strategy's delay, then dead-lettered after --max-attempts runs); --ack-policy changes
     that. One still running after --max-handler-time is given up. The default handler prints
-    each message as a JSON line: topic, key, offset, id, attempt, payload (text, or payload_b64
-    when the payload is not UTF-8) and metadata.
+    each message as a JSON line: topic, key, offset, id, attempt, kind, content_type, priority,
+    payload (text, or payload_b64 when the payload is not UTF-8) and metadata. With KIND=
+    handlers, a message whose kind has none (and no '*' one) is dead-lettered.
     """
     from mysqlq.subscriber import Subscriber
 
@@ -194,13 +216,13 @@ def consume(
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    handler = load_handler(handler_spec) if handler_spec else _printing_handler()
+    handlers = _handlers(handler_specs)
     with errors():
         sub = Subscriber(
             dsn,
             topic=topic,
             group=group,
-            handler=handler,
+            handlers=handlers,
             name=name,
             batch_size=batch_size,
             concurrency=concurrency,

@@ -21,6 +21,16 @@ from mysqlq.cli._common import DSN_OPTION, echo_json, err_console, errors, open_
 @click.option("--id", "message_id", help="Message id, for idempotency (one PAYLOAD only).")
 @click.option("--metadata", "-m", metavar="JSON", help="Metadata, a JSON object.")
 @click.option("--delay", type=float, metavar="SECONDS", help="Deliver no earlier than this.")
+@click.option("--kind", help="What the message is (handlers= routes on it), e.g. order.created.")
+@click.option(
+    "--content-type",
+    help="The payload's media type (default: text/plain; charset=utf-8 for a PAYLOAD argument).",
+)
+@click.option(
+    "--priority",
+    type=click.IntRange(0, 9),
+    help="0 to 9, higher first (default 0); order per key still wins.",
+)
 @click.option(
     "--chunk-size",
     type=click.IntRange(1, 100_000),
@@ -37,20 +47,25 @@ def publish(
     message_id: str | None,
     metadata: str | None,
     delay: float | None,
+    kind: str | None,
+    content_type: str | None,
+    priority: int | None,
     chunk_size: int,
     quiet: bool,
 ) -> None:
     """Publish PAYLOADs (text) to TOPIC, or JSON lines read from stdin.
 
     Without PAYLOAD arguments every stdin line is a message: a JSON string (the payload), or an
-    object with "payload" (a string, or any JSON value published as its JSON text) or
-    "payload_b64", and optional "key", "id", "metadata" (object) and "delay" (seconds).
-    --key, --metadata and --delay are the defaults of fields a line leaves out.
+    object with "payload" (a string, or any JSON value published as its JSON text, as
+    application/json) or "payload_b64", and optional "key", "id", "metadata" (object), "delay"
+    (seconds), "kind", "content_type" and "priority". --key, --metadata, --delay, --kind,
+    --content-type and --priority are the defaults of fields a line leaves out.
 
     Prints one JSON line per message: topic, key, id, partition_id, offset, duplicate.
 
     \b
-        mysqlq publish orders '{"total": 99}' --key customer-42 --id order-1001
+        mysqlq publish orders '{"total": 99}' --key customer-42 --id order-1001 \\
+            --kind order.created --content-type application/json --priority 5
         printf '%s\\n' '"one"' '{"payload": {"n": 2}, "key": "k"}' | mysqlq publish orders
     """
     with errors():
@@ -58,6 +73,9 @@ def publish(
             "key": key,
             "metadata": codec.parse_metadata(metadata, "--metadata"),
             "delay": delay,
+            "kind": kind,
+            "content_type": content_type,
+            "priority": priority,
         }
         if payloads:
             if message_id is not None and len(payloads) > 1:

@@ -13,11 +13,19 @@ from mysqlq.cli._common import DSN_OPTION, console, echo_json, err_console, erro
 @DSN_OPTION
 @click.option("--topic", help="Only this topic.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def stats(dsn: str | None, topic: str | None, as_json: bool) -> None:
+@click.option(
+    "--by-kind",
+    is_flag=True,
+    help="Each group's lag by message kind and priority (reads the backlog).",
+)
+def stats(dsn: str | None, topic: str | None, as_json: bool, by_kind: bool) -> None:
     """Per topic and consumer group: partitions, lag, in flight, DLQ depth, live subscribers.
 
     Lag counts the messages published and not yet acked (or dead-lettered) by the group.
     """
+    if by_kind:
+        _backlog(dsn, topic, as_json)
+        return
     with errors(), open_client(dsn) as client:
         rows = [r for r in client.stats() if topic is None or r["topic"] == topic]
     if as_json:
@@ -40,5 +48,30 @@ def stats(dsn: str | None, topic: str | None, as_json: bool) -> None:
             f"{r['in_flight']:,}",
             f"{r['dlq_depth']:,}",
             f"{r['live_subscribers']:,}",
+        )
+    console.print(table)
+
+
+def _backlog(dsn: str | None, topic: str | None, as_json: bool) -> None:
+    with errors(), open_client(dsn) as client:
+        rows = client.backlog(topic)
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        err_console.print("no backlog" + (f" on {escape(topic)}" if topic else ""))
+        return
+    table = Table(title="mysqlq backlog by kind and priority")
+    for col in ("topic", "group", "kind"):
+        table.add_column(col, overflow="fold")
+    for col in ("priority", "messages"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(
+            escape(str(r["topic"])),
+            escape(str(r["group_name"])),
+            escape("-" if r["kind"] is None else str(r["kind"])),
+            str(r["priority"]),
+            f"{r['messages']:,}",
         )
     console.print(table)

@@ -236,9 +236,7 @@ def add_columns(table: str, columns: Sequence[tuple[str, str]]) -> None:
     have = _existing_columns(ex, table)
     wanted = [(n, d) for n, d in columns if have is None or n.lower() not in have]
     if wanted:
-        ex.statement(
-            f"ALTER TABLE {table} " + ", ".join(f"ADD COLUMN {n} {d}" for n, d in wanted)
-        )
+        ex.statement(f"ALTER TABLE {table} " + ", ".join(f"ADD COLUMN {n} {d}" for n, d in wanted))
     ex.finish()
 
 
