@@ -272,9 +272,10 @@ class Client(_Publisher):
         conn: MySQLdb.connections.Connection | None = None,
     ) -> list[PublishResult]:
         """Publish many messages, ``chunk_size`` per round trip (fewer when their payloads pass
-        ``codec.CHUNK_BYTES``, 8 MiB). Each message is a payload
-        (bytes or str) or a mapping with ``payload`` and optional ``key``, ``id``, ``metadata``,
-        ``delay`` (seconds). Results come back in input order. Every message is checked before
+        ``codec.CHUNK_BYTES``, 8 MiB). Each message is a payload (bytes or str) or a mapping
+        with ``payload`` (bytes, str or a JSON value, as for :meth:`publish`) and optional
+        ``key``, ``id``, ``metadata``, ``delay`` (seconds), ``kind``, ``content_type`` and
+        ``priority``. Results come back in input order. Every message is checked before
         the first chunk is sent, so bad input publishes nothing; without ``conn`` each chunk
         commits on its own."""
         if conn is not None:

@@ -38,19 +38,10 @@ __all__ = [
     "metadata_value",
     "new_message",
     "parse_metadata",
-    "payload_bytes",
     "payload_fields",
     "priority_value",
     "publish_result_json",
 ]
-
-
-def payload_bytes(payload: bytes | bytearray | memoryview | str) -> bytes:
-    if isinstance(payload, str):
-        return payload.encode("utf-8")
-    if isinstance(payload, (bytes, bytearray, memoryview)):
-        return bytes(payload)
-    raise InvalidArgument(f"payload must be bytes or str, not {type(payload).__name__}")
 
 
 # the content type a payload gets from its Python type, unless the publisher names one

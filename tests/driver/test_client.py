@@ -271,9 +271,10 @@ def test_bad_dsn():
         ({"metadata": '{"a": 1}'}, mysqlq.InvalidArgument, "mapping"),
         ({"metadata": {"when": object()}}, mysqlq.InvalidArgument, "JSON-serialisable"),
         ({"metadata": {"x": float("nan")}}, mysqlq.InvalidArgument, "JSON-serialisable"),
-        ({"payload": 123}, mysqlq.InvalidArgument, "payload must be bytes or str"),
-        ({"payload": None}, mysqlq.InvalidArgument, "payload must be bytes or str"),
-        ({"payload": {"a": 1}}, mysqlq.InvalidArgument, "payload must be bytes or str"),
+        # a number, dict, list or bool is published as JSON (test_kinds.py); these are not JSON
+        ({"payload": None}, mysqlq.InvalidArgument, "payload must be bytes, str or a JSON value"),
+        ({"payload": object()}, mysqlq.InvalidArgument, "payload must be bytes, str or a JSON"),
+        ({"payload": {"a": {1}}}, mysqlq.InvalidArgument, "payload is not JSON-serialisable"),
         ({"delay": -1}, mysqlq.InvalidArgument, "p_delay_ms"),
         ({"delay": "5"}, mysqlq.InvalidArgument, "delay"),
         ({"delay": float("inf")}, mysqlq.InvalidArgument, "delay"),
@@ -296,7 +297,7 @@ def test_bad_publish_input(client, conn, kwargs, error, match):
     [
         ({"payload": b"x", "colour": "red"}, "unknown message field"),
         ({"key": "k"}, "needs a 'payload'"),
-        ({"payload": 5}, "payload must be bytes or str"),
+        ({"payload": None}, "payload must be bytes, str or a JSON value"),
         ({"payload": b"x", "metadata": [1]}, "mapping"),
         ({"payload": b"x", "delay": float("nan")}, "delay"),
         (42, "payloads"),
