@@ -15,7 +15,7 @@ BEGIN
     DECLARE v_payload LONGBLOB;
     DECLARE v_metadata {{ m.text('LONGTEXT') }};
     DECLARE v_kind {{ m.name_local() }};
-    DECLARE v_content_type {{ m.name_local() }};
+    DECLARE v_ctype {{ m.name_local() }};
     DECLARE v_priority INT;
     DECLARE v_group {{ m.name_local() }};
     DECLARE v_origin_offset BIGINT;
@@ -36,14 +36,13 @@ BEGIN
         msg.kind,
         msg.content_type,
         msg.priority
-    INTO v_topic, v_key, v_payload, v_metadata, v_group, v_origin_offset, v_origin_id, v_kind, v_content_type,
-        v_priority
+    INTO v_topic, v_key, v_payload, v_metadata, v_group, v_origin_offset, v_origin_id, v_kind, v_ctype, v_priority
     FROM queue_messages AS msg
     WHERE msg.partition_id = p_partition_id AND msg.msg_offset = p_offset;
     SET p_sent = 0;
     IF v_topic IS NOT NULL THEN
         CALL queue__append(
-            v_topic, v_key, NULL, v_payload, v_metadata, v_kind, v_content_type, v_priority, 0, p_now,
+            v_topic, v_key, NULL, v_payload, v_metadata, v_kind, v_ctype, v_priority, 0, p_now,
             v_group, v_topic, v_group, v_origin_offset, v_origin_id, NULL, NULL,
             v_new_offset, v_duplicate, v_new_pid, v_new_id
         );

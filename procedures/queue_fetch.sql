@@ -213,7 +213,10 @@ BEGIN
                 -- each redelivered row as a one-offset entry, with its attempt number
                 SELECT
                     JSON_ARRAYAGG(
-                        JSON_ARRAY(v_pid, s.msg_offset, s.msg_offset, v_token, s.attempts, {{ m.FETCH_KIND_ROW }}, v_visit)
+                        JSON_ARRAY(
+                            v_pid, s.msg_offset, s.msg_offset, v_token, s.attempts, {{ m.FETCH_KIND_ROW }},
+                            v_visit
+                        )
                     )
                 INTO v_redelivered
                 FROM queue_delivery_state AS s
@@ -300,8 +303,9 @@ BEGIN
 
     -- one read of everything delivered, by primary key: cursor ranges expanded offset by offset
     -- (FETCH_KIND_CURSOR: messages without a delivery-state row) and redelivered rows
-    -- (FETCH_KIND_ROW), partition by partition in the order they were served. The join order is forced: left to the optimizer, it read the log by
-    -- partition alone (every message of the partition) before matching the offsets
+    -- (FETCH_KIND_ROW), partition by partition in the order they were served. The join order is
+    -- forced: left to the optimizer, it read the log by partition alone (every message of the
+    -- partition) before matching the offsets
     SELECT STRAIGHT_JOIN
         msg.partition_id,
         msg.msg_offset AS `offset`,

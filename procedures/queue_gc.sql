@@ -48,10 +48,11 @@ BEGIN
             t.topic,
             v_now - t.archive_retention_ms AS cutoff
         FROM queue_topics AS t
-        WHERE EXISTS (
-            SELECT 1 FROM queue_archive AS a
-            WHERE a.topic = t.topic AND a.archived_at <= v_now - t.archive_retention_ms
-        )
+        WHERE
+            EXISTS (
+                SELECT 1 FROM queue_archive AS a
+                WHERE a.topic = t.topic AND a.archived_at <= v_now - t.archive_retention_ms
+            )
         ORDER BY t.topic;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
     {{ m.own_transaction_handler() }};

@@ -477,7 +477,7 @@ BEGIN
     DECLARE v_payload LONGBLOB;
     DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_kind VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-    DECLARE v_content_type VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_ctype VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_priority INT;
     DECLARE v_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_origin_offset BIGINT;
@@ -498,14 +498,13 @@ BEGIN
         msg.kind,
         msg.content_type,
         msg.priority
-    INTO v_topic, v_key, v_payload, v_metadata, v_group, v_origin_offset, v_origin_id, v_kind, v_content_type,
-        v_priority
+    INTO v_topic, v_key, v_payload, v_metadata, v_group, v_origin_offset, v_origin_id, v_kind, v_ctype, v_priority
     FROM queue_messages AS msg
     WHERE msg.partition_id = p_partition_id AND msg.msg_offset = p_offset;
     SET p_sent = 0;
     IF v_topic IS NOT NULL THEN
         CALL queue__append(
-            v_topic, v_key, NULL, v_payload, v_metadata, v_kind, v_content_type, v_priority, 0, p_now,
+            v_topic, v_key, NULL, v_payload, v_metadata, v_kind, v_ctype, v_priority, 0, p_now,
             v_group, v_topic, v_group, v_origin_offset, v_origin_id, NULL, NULL,
             v_new_offset, v_duplicate, v_new_pid, v_new_id
         );
@@ -1632,7 +1631,10 @@ BEGIN
                 SET v_used = 1;
                 SELECT
                     JSON_ARRAYAGG(
-                        JSON_ARRAY(v_pid, s.msg_offset, s.msg_offset, v_token, s.attempts, 1, v_visit)
+                        JSON_ARRAY(
+                            v_pid, s.msg_offset, s.msg_offset, v_token, s.attempts, 1,
+                            v_visit
+                        )
                     )
                 INTO v_redelivered
                 FROM queue_delivery_state AS s
@@ -1872,10 +1874,11 @@ BEGIN
             t.topic,
             v_now - t.archive_retention_ms AS cutoff
         FROM queue_topics AS t
-        WHERE EXISTS (
-            SELECT 1 FROM queue_archive AS a
-            WHERE a.topic = t.topic AND a.archived_at <= v_now - t.archive_retention_ms
-        )
+        WHERE
+            EXISTS (
+                SELECT 1 FROM queue_archive AS a
+                WHERE a.topic = t.topic AND a.archived_at <= v_now - t.archive_retention_ms
+            )
         ORDER BY t.topic;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION

@@ -14,7 +14,7 @@ revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "3a12f867a03c38306ea0ee4239f938f69df23d8b780a2085163943d2d9b50383"
+snapshot_sha256 = "de3aba485f924fe8d5d270015d9b494990ee08b2c067129d8f0dab25af92bdb0"
 
 
 TEXT = "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
