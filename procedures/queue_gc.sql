@@ -70,9 +70,11 @@ BEGIN
         SELECT MIN(msg.msg_offset) INTO v_first FROM queue_messages AS msg
         WHERE msg.partition_id = v_pid;
         -- bounded batches of at most 1000 rows, each its own transaction: an archived batch is
-        -- copied and deleted together, so every message is in the log or in the archive
+        -- copied and deleted together, so every message is in the log or in the archive.
+        -- READ COMMITTED: no gap lock past the partition's last row, where publishers append
         WHILE v_first IS NOT NULL AND v_first <= v_safe AND v_deleted < p_limit DO
             SET v_upto = LEAST(v_safe, v_first + LEAST(1000, p_limit - v_deleted) - 1);
+            SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
             START TRANSACTION;
             IF v_archive = 1 THEN
                 INSERT INTO queue_archive (

@@ -1905,6 +1905,7 @@ BEGIN
         WHERE msg.partition_id = v_pid;
         WHILE v_first IS NOT NULL AND v_first <= v_safe AND v_deleted < p_limit DO
             SET v_upto = LEAST(v_safe, v_first + LEAST(1000, p_limit - v_deleted) - 1);
+            SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
             START TRANSACTION;
             IF v_archive = 1 THEN
                 INSERT INTO queue_archive (

@@ -14,7 +14,7 @@ revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "de3aba485f924fe8d5d270015d9b494990ee08b2c067129d8f0dab25af92bdb0"
+snapshot_sha256 = "a4b87991f983871057a6aafe612955a854720b910f6d641340d913660b756eda"
 
 
 TEXT = "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
