@@ -32,7 +32,7 @@
 
     queue_fetch serves the held partitions whose next message ranks highest first: its priority,
     plus one level for every PRIORITY_AGING_MS the partition went without a fetch visit (so lower
-    priorities still progress under a steady high-priority load).
+    priorities still progress under a steady high-priority load; see fetch_rank).
         PRIORITY_AGING_MS  5000
 
     queue_offsets.cursor_token: delivery tokens come from delivery_seq and start at 1.
@@ -463,9 +463,15 @@ FROM queue_partition_leases AS l
         INNER JOIN queue_partitions AS p ON l.partition_id = p.partition_id
         LEFT JOIN queue_offsets AS o ON l.group_name = o.group_name AND l.partition_id = o.partition_id
         {% if head %}
-        -- a keyed partition's next new message, for its priority (a point read by primary key)
+        -- a keyed partition's next new message, for its priority (a point read by primary key;
+        -- a partition the group never read: its first message kept)
         LEFT JOIN queue_messages AS h
-            ON p.slot < 0 AND l.partition_id = h.partition_id AND h.msg_offset = o.cursor_pos + 1
+            ON
+                p.slot < 0 AND l.partition_id = h.partition_id
+                AND h.msg_offset = COALESCE(
+                    o.cursor_pos + 1,
+                    (SELECT MIN(f.msg_offset) FROM queue_messages AS f WHERE f.partition_id = l.partition_id)
+                )
         {% endif %}
         WHERE
             l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber
@@ -486,9 +492,10 @@ FROM queue_partition_leases AS l
 {#- The order queue_fetch serves held partitions in, highest first: the priority of the partition's
     messages (an unkeyed slot's own; a keyed partition's next new message's, from
     held_partitions_with_work(head=True)), plus one level per PRIORITY_AGING_MS since fetch last
-    visited the partition (o.updated_at; never: the full nine levels), so that lower priorities
-    still progress under a steady load of higher ones. -#}
+    visited the partition (o.updated_at; never: since it was created), without a cap, so that a
+    lower priority overtakes a steady load of higher ones after (difference + 1) x
+    PRIORITY_AGING_MS. Ties go to the lower partition id. -#}
 {% macro fetch_rank() -%}
 IF(p.slot >= 0, p.slot DIV {{ PRIORITY_SLOTS }}, COALESCE(h.priority, 0))
-            + LEAST(9, (v_now - COALESCE(o.updated_at, 0)) DIV {{ PRIORITY_AGING_MS }})
+            + GREATEST(0, v_now - COALESCE(o.updated_at, p.created_at)) DIV {{ PRIORITY_AGING_MS }}
 {%- endmacro %}

@@ -21,11 +21,6 @@ BEGIN  -- noqa: LT02
     {{ m.check_identifier('p_topic') }};
     {{ m.check_optional_name('p_partition_key') }};
     {{ m.check_optional_name('p_id') }};
-    {% if extended %}
-    {{ m.check_optional_name('p_kind') }};
-    {{ m.check_optional_name('p_content_type') }};
-    {{ m.check_priority('p_priority') }};
-    {% endif %}
     IF p_payload IS NULL THEN
         {{ m.fail(m.E_PAYLOAD, 'p_payload must not be NULL') }};
     END IF;
@@ -33,6 +28,11 @@ BEGIN  -- noqa: LT02
         {{ m.fail(m.E_METADATA, 'p_metadata must be NULL or a JSON object') }};
     END IF;
     {{ m.check_ms('p_delay_ms') }};
+    {% if extended %}
+    {{ m.check_optional_name('p_kind') }};
+    {{ m.check_optional_name('p_content_type') }};
+    {{ m.check_priority('p_priority') }};
+    {% endif %}
     SET v_key = COALESCE(p_partition_key, '');
     SET v_id = COALESCE(p_id, CAST(UUID() AS CHAR));
 

@@ -27,6 +27,7 @@ BEGIN
     DECLARE v_deleted INT DEFAULT 0;
     DECLARE v_archived INT DEFAULT 0;
     DECLARE v_purged INT DEFAULT 0;
+    DECLARE v_batch INT;
     DECLARE v_topic {{ m.name_local() }};
     -- per partition: the lowest watermark over the subscribed groups; a group that never touched
     -- the partition counts as 0; a topic nobody subscribes to keeps everything
@@ -42,17 +43,18 @@ BEGIN
         LEFT JOIN queue_offsets AS o ON s.group_name = o.group_name AND p.partition_id = o.partition_id
         GROUP BY p.partition_id
         ORDER BY p.partition_id;
-    -- topics whose archive holds rows past its retention
+    -- topics whose archive holds rows past its retention: the oldest one tells (MIN on
+    -- queue_archive_by_topic_time reads one index entry)
     DECLARE c_archives CURSOR FOR
         SELECT
             t.topic,
             v_now - t.archive_retention_ms AS cutoff
         FROM queue_topics AS t
         WHERE
-            EXISTS (
-                SELECT 1 FROM queue_archive AS a
-                WHERE a.topic = t.topic AND a.archived_at <= v_now - t.archive_retention_ms
-            )
+            (
+                SELECT MIN(a.archived_at) FROM queue_archive AS a
+                WHERE a.topic = t.topic
+            ) <= v_now - t.archive_retention_ms
         ORDER BY t.topic;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
     {{ m.own_transaction_handler() }};
@@ -114,10 +116,11 @@ BEGIN
         END IF;
         SET v_rows = 1;
         WHILE v_rows > 0 AND v_purged < p_limit DO
+            SET v_batch = LEAST(1000, p_limit - v_purged);
             DELETE FROM queue_archive
             WHERE topic = v_topic AND archived_at <= v_cutoff
             ORDER BY archived_at
-            LIMIT 1000;
+            LIMIT v_batch;
             SET v_rows = ROW_COUNT();
             SET v_purged = v_purged + v_rows;
         END WHILE;

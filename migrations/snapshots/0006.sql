@@ -1454,7 +1454,12 @@ BEGIN
         INNER JOIN queue_partitions AS p ON l.partition_id = p.partition_id
         LEFT JOIN queue_offsets AS o ON l.group_name = o.group_name AND l.partition_id = o.partition_id
         LEFT JOIN queue_messages AS h
-            ON p.slot < 0 AND l.partition_id = h.partition_id AND h.msg_offset = o.cursor_pos + 1
+            ON
+                p.slot < 0 AND l.partition_id = h.partition_id
+                AND h.msg_offset = COALESCE(
+                    o.cursor_pos + 1,
+                    (SELECT MIN(f.msg_offset) FROM queue_messages AS f WHERE f.partition_id = l.partition_id)
+                )
         WHERE
             l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber
             AND l.expires_at > v_now
@@ -1470,7 +1475,7 @@ BEGIN
                 )
             )
         ORDER BY IF(p.slot >= 0, p.slot DIV 4096, COALESCE(h.priority, 0))
-            + LEAST(9, (v_now - COALESCE(o.updated_at, 0)) DIV 5000) DESC, l.partition_id;
+            + GREATEST(0, v_now - COALESCE(o.updated_at, p.created_at)) DIV 5000 DESC, l.partition_id;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
@@ -1856,6 +1861,7 @@ BEGIN
     DECLARE v_deleted INT DEFAULT 0;
     DECLARE v_archived INT DEFAULT 0;
     DECLARE v_purged INT DEFAULT 0;
+    DECLARE v_batch INT;
     DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE c_partitions CURSOR FOR
         SELECT
@@ -1875,10 +1881,10 @@ BEGIN
             v_now - t.archive_retention_ms AS cutoff
         FROM queue_topics AS t
         WHERE
-            EXISTS (
-                SELECT 1 FROM queue_archive AS a
-                WHERE a.topic = t.topic AND a.archived_at <= v_now - t.archive_retention_ms
-            )
+            (
+                SELECT MIN(a.archived_at) FROM queue_archive AS a
+                WHERE a.topic = t.topic
+            ) <= v_now - t.archive_retention_ms
         ORDER BY t.topic;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -1948,10 +1954,11 @@ BEGIN
         END IF;
         SET v_rows = 1;
         WHILE v_rows > 0 AND v_purged < p_limit DO
+            SET v_batch = LEAST(1000, p_limit - v_purged);
             DELETE FROM queue_archive
             WHERE topic = v_topic AND archived_at <= v_cutoff
             ORDER BY archived_at
-            LIMIT 1000;
+            LIMIT v_batch;
             SET v_rows = ROW_COUNT();
             SET v_purged = v_purged + v_rows;
         END WHILE;
@@ -2872,15 +2879,6 @@ BEGIN
     IF p_id IS NOT NULL AND (CHAR_LENGTH(p_id) NOT BETWEEN 1 AND 191 OR p_id LIKE '% ') THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_id must be NULL or 1 to 191 characters, not ending in a space';
     END IF;
-    IF p_kind IS NOT NULL AND (CHAR_LENGTH(p_kind) NOT BETWEEN 1 AND 191 OR p_kind LIKE '% ') THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_kind must be NULL or 1 to 191 characters, not ending in a space';
-    END IF;
-    IF p_content_type IS NOT NULL AND (CHAR_LENGTH(p_content_type) NOT BETWEEN 1 AND 191 OR p_content_type LIKE '% ') THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_content_type must be NULL or 1 to 191 characters, not ending in a space';
-    END IF;
-    IF p_priority NOT BETWEEN 0 AND 9 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ021 p_priority must be NULL or an integer from 0 to 9';
-    END IF;
     IF p_payload IS NULL THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ007 p_payload must not be NULL';
     END IF;
@@ -2889,6 +2887,15 @@ BEGIN
     END IF;
     IF p_delay_ms NOT BETWEEN 0 AND 31536000000 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_delay_ms must be between 0 and 31536000000 ms';
+    END IF;
+    IF p_kind IS NOT NULL AND (CHAR_LENGTH(p_kind) NOT BETWEEN 1 AND 191 OR p_kind LIKE '% ') THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_kind must be NULL or 1 to 191 characters, not ending in a space';
+    END IF;
+    IF p_content_type IS NOT NULL AND (CHAR_LENGTH(p_content_type) NOT BETWEEN 1 AND 191 OR p_content_type LIKE '% ') THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_content_type must be NULL or 1 to 191 characters, not ending in a space';
+    END IF;
+    IF p_priority NOT BETWEEN 0 AND 9 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ021 p_priority must be NULL or an integer from 0 to 9';
     END IF;
     SET v_key = COALESCE(p_partition_key, '');
     SET v_id = COALESCE(p_id, CAST(UUID() AS CHAR));

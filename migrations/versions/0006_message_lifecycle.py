@@ -14,7 +14,7 @@ revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "a4b87991f983871057a6aafe612955a854720b910f6d641340d913660b756eda"
+snapshot_sha256 = "8416d8fbbad48f96bfd8393cb0d72b3311741f64bf41896827396f78e9060b8d"
 
 
 TEXT = "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
