@@ -43,18 +43,20 @@ BEGIN
         LEFT JOIN queue_offsets AS o ON s.group_name = o.group_name AND p.partition_id = o.partition_id
         GROUP BY p.partition_id
         ORDER BY p.partition_id;
-    -- topics whose archive holds rows past its retention: the oldest one tells (MIN on
-    -- queue_archive_by_topic_time reads one index entry)
+    -- topics whose archive holds rows past its retention: the oldest row tells (the first
+    -- entry of the topic on queue_archive_by_topic_time)
     DECLARE c_archives CURSOR FOR
         SELECT
             t.topic,
             v_now - t.archive_retention_ms AS cutoff
         FROM queue_topics AS t
         WHERE
-            (
-                SELECT MIN(a.archived_at) FROM queue_archive AS a
+            t.archive_retention_ms <= v_now - (
+                SELECT a.archived_at FROM queue_archive AS a FORCE INDEX (queue_archive_by_topic_time)
                 WHERE a.topic = t.topic
-            ) <= v_now - t.archive_retention_ms
+                ORDER BY a.archived_at
+                LIMIT 1
+            )
         ORDER BY t.topic;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
     {{ m.own_transaction_handler() }};

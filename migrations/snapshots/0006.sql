@@ -1881,10 +1881,12 @@ BEGIN
             v_now - t.archive_retention_ms AS cutoff
         FROM queue_topics AS t
         WHERE
-            (
-                SELECT MIN(a.archived_at) FROM queue_archive AS a
+            t.archive_retention_ms <= v_now - (
+                SELECT a.archived_at FROM queue_archive AS a FORCE INDEX (queue_archive_by_topic_time)
                 WHERE a.topic = t.topic
-            ) <= v_now - t.archive_retention_ms
+                ORDER BY a.archived_at
+                LIMIT 1
+            )
         ORDER BY t.topic;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION

@@ -14,7 +14,7 @@ revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "8416d8fbbad48f96bfd8393cb0d72b3311741f64bf41896827396f78e9060b8d"
+snapshot_sha256 = "30b6c8480abdcc3bc48f790d66632b34e6dd588083e7869f3b92ebde063934dd"
 
 
 TEXT = "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"

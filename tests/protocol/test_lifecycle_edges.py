@@ -1,32 +1,12 @@
-"""Five findings in the procedures revision 0006 added or changed, each pinned by a test that fails
-today (strict xfail: it reports XPASS, which fails the run, once fixed; then drop the marker).
+"""Edge cases of revision 0006's procedures, each found in review and fixed:
 
-1. queue_fetch ranks a keyed partition by the priority of its next new message, found at
-   ``o.cursor_pos + 1`` (held_partitions_with_work(head=True) in procedures/_macros.sql). A
-   partition the group has no queue_offsets row for yet (every new key, every partition of a new
-   group) has no cursor, the join finds nothing, and the partition ranks as priority 0. An unkeyed
-   slot carries its priority in its slot number and is ranked right.
-2. queue_gc stops its archive purge once ``archive_purged >= p_limit``, but each DELETE takes up to
-   1000 rows whatever is left of ``p_limit`` (queue_archive_purge takes
-   ``LEAST(1000, p_limit - purged)``): ``queue_gc(1, ...)`` purges 5 archived rows.
-3. queue_gc looks for archive topics with rows past their retention with
-   ``EXISTS (SELECT 1 FROM queue_archive AS a WHERE a.topic = t.topic AND a.archived_at <= v_now -
-   t.archive_retention_ms)``. While nothing is due, no row matches, and the EXISTS reads every
-   archived row of the topic (a ref on the topic: queue_archive_by_topic_time, or, as MySQL 9.7
-   chose for an archive of one topic, queue_archive_by_topic_id with a row lookup each), on every
-   GC run: with the default retention of 7 days, a week of the topic's messages every 10 s. The
-   oldest row alone (``MIN(archived_at)`` on queue_archive_by_topic_time) tells the same.
-4. queue_publish_message checks p_kind, p_content_type and p_priority (its 7th to 9th parameters)
-   before p_payload, p_metadata and p_delay_ms (4th to 6th): a call with two bad parameters reports
-   the later one, where docs/protocol.md (Conventions, Errors) says parameters are checked in
-   declaration order and the first failure is reported.
-5. fetch_rank caps the aging at nine levels, so a priority-0 partition ranks at most 9, which is
-   where a priority-9 partition served within the last 5 s stands: they tie, and the lower
-   partition id goes first. A priority-0 partition created after a priority-9 one (a higher id)
-   is therefore never served ahead of it while the priority-9 partition has messages and is
-   visited at least every 5 s, against the macro's "lower priorities still progress under a steady
-   load of higher ones". It matters whenever p_max_messages ends a call early (the Python
-   subscriber passes the room left in its buffer).
+1. A keyed partition the group has not read yet ranks by the priority of its first message (not
+   as priority 0).
+2. queue_gc's archive purge deletes at most p_limit rows.
+3. A GC run with nothing due in an archive reads a few index entries, not the whole archive.
+4. queue_publish_message checks its parameters in declaration order (the first bad one is named).
+5. Aging has no cap: a priority-0 partition overtakes a steady priority-9 load once it has waited
+   (9 + 1) x PRIORITY_AGING_MS, instead of tying with it forever.
 """
 
 from __future__ import annotations
@@ -39,7 +19,6 @@ from helpers.support import Consumer, call, rows, scalar, server_now
 import mysqlq
 
 
-@pytest.mark.xfail(strict=True, reason="fetch_rank: a keyed partition without offsets ranks 0")
 def test_fetch_serves_a_new_keyed_partition_by_its_priority(conn) -> None:
     publish = ("queue_publish_message", "orders")
     call(conn, *publish, "low", "l-1", b"l", None, 0, None, None, 0)
@@ -59,7 +38,6 @@ def test_fetch_serves_a_new_keyed_partition_by_its_priority(conn) -> None:
     assert first["orders"] == ["h-1"]
 
 
-@pytest.mark.xfail(strict=True, reason="queue_gc's archive purge deletes 1000 rows a batch")
 def test_gc_purges_at_most_p_limit_archived_rows(conn) -> None:
     call(conn, "queue_topic_configure", "audit_log", 1, None, None, 0)
     call(conn, "queue_topic_archive", "audit_log", 1, 1_000)
@@ -77,7 +55,6 @@ def test_gc_purges_at_most_p_limit_archived_rows(conn) -> None:
     assert gc["archive_purged"] <= 1, gc
 
 
-@pytest.mark.xfail(strict=True, reason="queue_publish_message checks p_kind before p_payload")
 def test_publish_message_reports_the_first_bad_parameter(conn) -> None:
     args = ("orders", "k", "m-1", None, None, 0, "", None, 0)  # p_payload NULL, p_kind empty
     with pytest.raises(mysqlq.InvalidArgument) as info:
@@ -90,7 +67,6 @@ def _index_reads(conn) -> int:
     return sum(int(r["Value"]) for r in status)
 
 
-@pytest.mark.xfail(strict=True, reason="queue_gc reads a whole archive that has nothing due")
 def test_gc_does_not_read_an_archive_with_nothing_due(conn) -> None:
     call(conn, "queue_topic_configure", "audit_log", 1, None, None, 0)
     call(conn, "queue_topic_archive", "audit_log", 1, 3_600_000)
@@ -110,7 +86,6 @@ def test_gc_does_not_read_an_archive_with_nothing_due(conn) -> None:
     assert reads < 1_000, f"{reads} index reads for a GC run with nothing to do"
 
 
-@pytest.mark.xfail(strict=True, reason="fetch_rank: aged priority 0 only ties with 9")
 def test_priority_zero_progresses_under_a_steady_priority_nine_load(conn) -> None:
     call(conn, "queue_topic_configure", "jobs", 1, None, None, None)
     for i in range(30):
