@@ -470,7 +470,12 @@ FROM queue_partition_leases AS l
                 p.slot < 0 AND l.partition_id = h.partition_id
                 AND h.msg_offset = COALESCE(
                     o.cursor_pos + 1,
-                    (SELECT MIN(f.msg_offset) FROM queue_messages AS f WHERE f.partition_id = l.partition_id)
+                    (
+                        SELECT f.msg_offset FROM queue_messages AS f
+                        WHERE f.partition_id = l.partition_id
+                        ORDER BY f.msg_offset
+                        LIMIT 1
+                    )
                 )
         {% endif %}
         WHERE

@@ -1458,7 +1458,12 @@ BEGIN
                 p.slot < 0 AND l.partition_id = h.partition_id
                 AND h.msg_offset = COALESCE(
                     o.cursor_pos + 1,
-                    (SELECT MIN(f.msg_offset) FROM queue_messages AS f WHERE f.partition_id = l.partition_id)
+                    (
+                        SELECT f.msg_offset FROM queue_messages AS f
+                        WHERE f.partition_id = l.partition_id
+                        ORDER BY f.msg_offset
+                        LIMIT 1
+                    )
                 )
         WHERE
             l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber

@@ -14,7 +14,7 @@ revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "30b6c8480abdcc3bc48f790d66632b34e6dd588083e7869f3b92ebde063934dd"
+snapshot_sha256 = "9622f2bd50c99fd2fc2e26176ca3aecc83b26c375ec22d0e8b628ff16d5ba36e"
 
 
 TEXT = "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
