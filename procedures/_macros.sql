@@ -497,10 +497,11 @@ FROM queue_partition_leases AS l
 {#- The order queue_fetch serves held partitions in, highest first: the priority of the partition's
     messages (an unkeyed slot's own; a keyed partition's next new message's, from
     held_partitions_with_work(head=True)), plus one level per PRIORITY_AGING_MS since fetch last
-    visited the partition (o.updated_at; never: since it was created), without a cap, so that a
-    lower priority overtakes a steady load of higher ones after (difference + 1) x
-    PRIORITY_AGING_MS. Ties go to the lower partition id. -#}
+    visited the partition (o.updated_at; never: since it was created), at most 10 levels: a lower
+    priority overtakes a steady load of higher ones (served at every call) after (difference + 1)
+    x PRIORITY_AGING_MS, and among partitions that all waited that long priority still decides
+    (a new group's first fetch of an old backlog). Ties go to the lower partition id. -#}
 {% macro fetch_rank() -%}
 IF(p.slot >= 0, p.slot DIV {{ PRIORITY_SLOTS }}, COALESCE(h.priority, 0))
-            + GREATEST(0, v_now - COALESCE(o.updated_at, p.created_at)) DIV {{ PRIORITY_AGING_MS }}
+            + LEAST(10, GREATEST(0, v_now - COALESCE(o.updated_at, p.created_at)) DIV {{ PRIORITY_AGING_MS }})
 {%- endmacro %}

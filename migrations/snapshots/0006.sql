@@ -1480,7 +1480,7 @@ BEGIN
                 )
             )
         ORDER BY IF(p.slot >= 0, p.slot DIV 4096, COALESCE(h.priority, 0))
-            + GREATEST(0, v_now - COALESCE(o.updated_at, p.created_at)) DIV 5000 DESC, l.partition_id;
+            + LEAST(10, GREATEST(0, v_now - COALESCE(o.updated_at, p.created_at)) DIV 5000) DESC, l.partition_id;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN

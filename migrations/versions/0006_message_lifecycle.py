@@ -14,7 +14,7 @@ revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "9622f2bd50c99fd2fc2e26176ca3aecc83b26c375ec22d0e8b628ff16d5ba36e"
+snapshot_sha256 = "3b8e904576aaeab25a6e6a3942c84b44dc09424e0f3a021601838ea80485059a"
 
 
 TEXT = "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
