@@ -330,3 +330,27 @@ def test_backlog_by_kind_and_priority(dsn):
         ("g", None, 0, 2),
         ("g", "a", 0, 3),
     ]
+
+
+def test_a_subscriber_handles_a_high_priority_message_before_the_backlog(dsn):
+    """End to end: one priority-9 message published after 2,000 priority-0 ones (unkeyed, so in
+    the topic's hashed slots) is among the first handled, though the subscriber buffers and runs
+    partitions on several threads."""
+    with mysqlq.connect(dsn) as client:
+        client.publish_batch("t", [{"payload": b"low", "id": f"low-{i}"} for i in range(2_000)])
+        client.publish("t", b"urgent", id="urgent", priority=9)
+    order: list[str] = []
+    lock = threading.Lock()
+
+    def handle(msg: mysqlq.Message) -> None:
+        with lock:
+            order.append(msg.id)
+
+    sub = mysqlq.Subscriber(
+        dsn, topic="t", group="g", handler=handle, concurrency=2, maintenance_interval=None
+    ).start()
+    try:
+        wait_until(lambda: "urgent" in order, timeout=60, what="the urgent message handled")
+    finally:
+        sub.stop()
+    assert order.index("urgent") < 100, order.index("urgent")
