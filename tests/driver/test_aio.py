@@ -432,8 +432,10 @@ def test_max_handler_time_cancels_a_hung_handler_and_its_key_goes_on(dsn):
 # --------------------------------------------------------------------------- a worker process
 
 WORKER = """
-import asyncio, signal, sys
+import asyncio, faulthandler, signal, sys
 import mysqlq.aio
+
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test's dump if it hangs
 
 async def handle(msg):
     print("HANDLED", msg.id, flush=True)
@@ -467,7 +469,14 @@ def test_a_worker_process_stops_gracefully_on_a_signal(dsn, conn, tmp_path, sig)
     try:
         wait_until(lambda: "HANDLED p-a-1" in out.read_text(), WAIT, what="the worker's handler")
         proc.send_signal(sig)
-        assert proc.wait(timeout=WAIT) == 0, out.read_text()
+        try:
+            code = proc.wait(timeout=WAIT)
+        except subprocess.TimeoutExpired:
+            # still running: every thread's stack into its output, for the failure message
+            proc.send_signal(signal.SIGUSR1)
+            wait_until(lambda: "most recent call first" in out.read_text(), 10, what="a dump")
+            pytest.fail(f"the worker did not stop within {WAIT}s of {sig.name}:\n{out.read_text()}")
+        assert code == 0, out.read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
