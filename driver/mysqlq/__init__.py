@@ -4,7 +4,7 @@ import importlib
 from typing import Any
 
 from mysqlq import retry
-from mysqlq.client import Client, PublishResult, Transaction, connect
+from mysqlq.client import Client, GcResult, PublishResult, Transaction, connect
 from mysqlq.errors import (
     CommitFailed,
     ConnectionLost,
@@ -45,6 +45,7 @@ __all__ = [
     "DatabaseError",
     "Deadlock",
     "Error",
+    "GcResult",
     "InvalidArgument",
     "InvalidDSN",
     "LockTimeout",

@@ -24,6 +24,8 @@ PUBLISH_BATCH = "CALL queue_publish_batch(%s, %s)"
 # a session setting the publish procedures read: refuse topics that were never configured
 STRICT_TOPICS = "SET @mysqlq_strict_topics = 1"
 TOPIC_CONFIGURE = "CALL queue_topic_configure(%s, %s, %s, %s, %s)"
+# a topic's archive: on (1) or off (0), and how long archived rows are kept (NULL: unchanged)
+TOPIC_ARCHIVE = "CALL queue_topic_archive(%s, %s, %s)"
 
 # group membership and leases
 SUBSCRIBE = "CALL queue_subscribe(%s, %s, %s, %s, %s, %s, NULL)"
@@ -53,6 +55,8 @@ SEEK = "CALL queue_seek(%s, %s, %s, %s, NULL)"
 REDRIVE = "CALL queue_redrive(%s, %s, NULL)"
 REDRIVE_ONE = "CALL queue_redrive_one(%s, %s, %s, NULL)"
 GC = "CALL queue_gc(%s, NULL)"
+# a topic's archived messages archived at or before a time (NULL: all), at most a limit
+ARCHIVE_PURGE = "CALL queue_archive_purge(%s, %s, %s)"
 MAINTENANCE = "CALL queue_maintenance(NULL)"
 # one caller per interval runs queue_maintenance: every subscriber ticks it (runner, interval ms)
 MAINTENANCE_TICK = "CALL queue_maintenance_tick(%s, %s, NULL)"
@@ -130,6 +134,27 @@ FROM queue_messages
 WHERE topic = %s AND partition_id = %s AND msg_offset = %s
 """
 
+# the archive of a topic (queue_archive, filled by GC where the topic says so): newest first and
+# without payloads (`mysqlq archive list`), then the row(s) of one message id with its payload
+ARCHIVE_LIST = """
+SELECT partition_id, msg_offset AS `offset`, partition_key, message_id AS id, kind, content_type,
+       priority, published_at, archived_at, target_group, origin_topic, origin_group,
+       origin_offset, failures
+FROM queue_archive
+WHERE topic = %s
+ORDER BY archived_at DESC, partition_id DESC, msg_offset DESC
+LIMIT %s
+"""
+
+ARCHIVE_SHOW = """
+SELECT partition_id, msg_offset AS `offset`, partition_key, message_id AS id, kind, content_type,
+       priority, metadata, published_at, deliver_at, archived_at, target_group, origin_topic,
+       origin_group, origin_offset, origin_message_id, failures, last_error, failed_at, payload
+FROM queue_archive
+WHERE topic = %s AND message_id = %s
+ORDER BY archived_at, partition_id, msg_offset
+"""
+
 # Spark data source (mysqlq.spark): plain reads of the log, and the offsets commit of a Spark
 # consumer group. Optional conditions take NULL for "no bound", so the text never changes.
 COMMIT_OFFSETS = "CALL queue_commit_offsets(%s, %s, %s, NULL)"
@@ -186,9 +211,34 @@ ORDER BY m.msg_offset
 LIMIT %s
 """
 
-# archive: per partition of the subscribed topics, the offset every subscribed group has passed
-# (a subscribed group that never touched the partition counts as 0, as in queue_gc) and the
-# oldest offset still in the log
+# the archive's counterparts (option source=archive): per partition of the topic, the lowest and
+# highest archived offset (NULL when nothing is archived), then one chunk of a range, as above
+SPARK_ARCHIVE_PARTITIONS = """
+SELECT p.partition_id, IF(p.slot < 0, p.partition_key, NULL) AS partition_key, p.slot,
+       (SELECT MIN(a.msg_offset) FROM queue_archive a
+         WHERE a.partition_id = p.partition_id) AS first_offset,
+       (SELECT MAX(a.msg_offset) FROM queue_archive a
+         WHERE a.partition_id = p.partition_id) AS last_offset
+FROM queue_partitions p
+WHERE p.topic = %s
+ORDER BY p.partition_id
+"""
+
+SPARK_READ_ARCHIVE_RANGE = """
+SELECT m.msg_offset, {columns}
+FROM queue_archive m
+WHERE m.partition_id = %s AND m.msg_offset > %s AND m.msg_offset <= %s
+  AND (%s IS NULL OR m.published_at >= %s)
+  AND (%s IS NULL OR m.published_at < %s)
+  AND (%s IS NULL OR m.target_group IS NULL OR m.target_group = %s)
+  AND (%s IS NULL OR m.message_id = %s)
+ORDER BY m.msg_offset
+LIMIT %s
+"""
+
+# Parquet archive (`mysqlq spark archive`): per partition of the subscribed topics, the offset
+# every subscribed group has passed (a subscribed group that never touched the partition counts
+# as 0, as in queue_gc) and the oldest offset still in the log
 SPARK_SAFE_OFFSETS = """
 SELECT p.topic, p.partition_id, MIN(COALESCE(o.offset_acked, 0)) AS safe_offset,
        (SELECT MIN(m.msg_offset) FROM queue_messages m

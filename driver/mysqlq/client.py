@@ -11,6 +11,8 @@ PublishResult(offset=1, duplicate=False, partition_id=1, id="order-1001")
 from __future__ import annotations
 
 import contextlib
+import datetime
+import math
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -23,10 +25,10 @@ import MySQLdb.cursors
 from mysqlq import _sql, codec, version
 from mysqlq.connection import connect as open_connection
 from mysqlq.connection import execute_rows, resolve_dsn
-from mysqlq.errors import ConnectionLost, translating
+from mysqlq.errors import ConnectionLost, InvalidArgument, translating
 from mysqlq.transient import check_window, transient
 
-__all__ = ["Client", "PublishResult", "Transaction", "connect"]
+__all__ = ["Client", "GcResult", "PublishResult", "Transaction", "connect"]
 
 
 class PublishResult(NamedTuple):
@@ -323,10 +325,33 @@ class Client(_Publisher):
         max_attempts: int | None = None,
         dlq_suffix: str | None = None,
         retention: float | None = None,
+        archive: bool | None = None,
+        archive_retention: float | None = None,
     ) -> dict[str, Any]:
-        retention_ms = None if retention is None else codec.delay_ms(retention)
-        args = (topic, partitions, max_attempts, dlq_suffix, retention_ms)
-        return self._call_safely(_sql.TOPIC_CONFIGURE, args)[0]
+        """Create a topic or change its settings; None keeps a setting as it is (a new topic
+        takes the defaults). Returns the topic row, ``archive`` and ``archive_retention_ms``
+        included. ``retention`` and ``archive_retention`` are seconds: how long GC keeps what
+        every group has passed, and how long the archive keeps what GC moved there.
+        ``archive=True``: GC moves the messages it removes into ``queue_archive`` instead of
+        only deleting them. The archive settings go in a call of their own
+        (``queue_topic_archive``), after the others (``queue_topic_configure``)."""
+        retention_ms = None if retention is None else _seconds_ms(retention, "retention")
+        if archive is not None and not isinstance(archive, bool):
+            raise InvalidArgument(f"archive must be True, False or None, not {archive!r}")
+        keep_ms = (
+            None
+            if archive_retention is None
+            else _seconds_ms(archive_retention, "archive_retention")
+        )
+        settings = (partitions, max_attempts, dlq_suffix, retention_ms)
+        archiving = archive is not None or keep_ms is not None
+        row: dict[str, Any] = {}
+        if not archiving or any(v is not None for v in settings):
+            row = self._call_safely(_sql.TOPIC_CONFIGURE, (topic, *settings))[0]
+        if archiving:
+            flag = None if archive is None else int(archive)
+            row = self._call_safely(_sql.TOPIC_ARCHIVE, (topic, flag, keep_ms))[0]
+        return row
 
     def subscribe(
         self,
@@ -362,8 +387,15 @@ class Client(_Publisher):
         return int(rows[0]["redriven"])
 
     def gc(self, limit: int = 100_000) -> int:
-        """Delete what every subscribed group has passed; returns the rows deleted."""
-        return int(self._call_safely(_sql.GC, (limit,))[0]["deleted"])
+        """Delete what every subscribed group has passed; returns the rows deleted (see
+        :meth:`gc_counts` for what was archived and purged too)."""
+        return self.gc_counts(limit).deleted
+
+    def gc_counts(self, limit: int = 100_000) -> GcResult:
+        """Run GC once: delete what every subscribed group has passed and is past retention
+        (moving it into the archive on topics configured with ``archive=True``), then purge
+        archived messages past their topic's ``archive_retention``. Returns all three counts."""
+        return GcResult.from_row(self._call_safely(_sql.GC, (limit,))[0])
 
     def maintenance(self) -> int:
         return int(self._call_safely(_sql.MAINTENANCE, ())[0]["deleted"])
@@ -392,3 +424,106 @@ class Client(_Publisher):
     def dlq_show(self, dlq_topic: str, partition_id: int, offset: int) -> dict[str, Any] | None:
         rows = self._call_safely(_sql.DLQ_SHOW, (dlq_topic, partition_id, offset))
         return rows[0] if rows else None
+
+    # the archive -----------------------------------------------------------------------------
+
+    def archive_list(self, topic: str, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest ``limit`` messages of ``topic``'s archive, newest first, without payloads:
+        partition_id, offset, partition_key, id, kind, content_type, priority, published_at and
+        archived_at (epoch ms), and the redrive and DLQ fields."""
+        _check_limit(limit, "limit")
+        return self._call_safely(_sql.ARCHIVE_LIST, (topic, limit))
+
+    def archive_show(self, topic: str, id: str) -> list[dict[str, Any]]:
+        """The archived message(s) of ``topic`` with message id ``id``, payload and metadata
+        included, oldest archived first: an id is unique per partition, so the same id under
+        two keys is two rows. An empty list when there is none."""
+        if not isinstance(id, str) or not id:
+            raise InvalidArgument(f"id must be a non-empty string, not {id!r}")
+        return self._call_safely(_sql.ARCHIVE_SHOW, (topic, id))
+
+    def archive_purge(
+        self,
+        topic: str,
+        before: int | datetime.datetime | None = None,
+        limit: int | None = None,
+    ) -> int:
+        """Delete ``topic``'s archived messages archived at or before ``before`` (epoch
+        milliseconds, as ``archived_at`` reads, or a timezone-aware datetime; None: all of
+        them), at most ``limit`` (None: no limit). Returns how many were deleted. Runs as calls
+        of at most 100,000 rows, each deleting in batches of 1,000 that commit on their own."""
+        before_ms = _epoch_ms(before, "before")
+        if limit is not None:
+            _check_limit(limit, "limit")
+        purged = 0
+        while limit is None or purged < limit:
+            ask = PURGE_CALL_ROWS if limit is None else min(PURGE_CALL_ROWS, limit - purged)
+            rows = self._call_safely(_sql.ARCHIVE_PURGE, (topic, before_ms, ask))
+            n = int(rows[0]["purged"])
+            purged += n
+            if n < ask:
+                break
+        return purged
+
+
+# rows one queue_archive_purge call deletes at most (in batches of 1000, each its own commit)
+PURGE_CALL_ROWS = 100_000
+
+
+class GcResult(NamedTuple):
+    """What one GC run did: messages deleted from the log, how many of them were moved into
+    the archive (on topics with ``archive=True``), and archived messages purged for being past
+    their topic's archive retention."""
+
+    deleted: int
+    archived: int
+    archive_purged: int
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> GcResult:
+        return cls(int(row["deleted"]), int(row["archived"]), int(row["archive_purged"]))
+
+
+# the longest duration the procedures take (check_ms in procedures/_macros.sql): 365 days
+MAX_DURATION_MS = 31_536_000_000
+
+
+def _seconds_ms(seconds: Any, name: str) -> int:
+    """A duration in seconds (as the client takes them) as the procedures' milliseconds, checked
+    here: configure_topic may make two calls, and the second must not fail on its input after
+    the first has changed the topic."""
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not math.isfinite(seconds)
+        or not 0 <= round(seconds * 1000) <= MAX_DURATION_MS
+    ):
+        raise InvalidArgument(
+            f"{name} must be a number of seconds from 0 to {MAX_DURATION_MS // 1000} "
+            f"(365 days), not {seconds!r}"
+        )
+    return round(seconds * 1000)
+
+
+def _check_limit(limit: Any, name: str) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidArgument(f"{name} must be an integer above 0, not {limit!r}")
+
+
+def _epoch_ms(moment: Any, name: str) -> int | None:
+    """A time as epoch milliseconds: an int as it is, a timezone-aware datetime converted."""
+    if moment is None:
+        return None
+    if isinstance(moment, datetime.datetime):
+        if moment.tzinfo is None:
+            raise InvalidArgument(
+                f"{name} must be timezone-aware (datetime.now(timezone.utc), say): a naive "
+                "datetime could be any zone's"
+            )
+        return round(moment.timestamp() * 1000)
+    if isinstance(moment, bool) or not isinstance(moment, int) or moment < 0:
+        raise InvalidArgument(
+            f"{name} must be epoch milliseconds (an int, 0 or more) or a timezone-aware "
+            f"datetime, not {moment!r}"
+        )
+    return moment

@@ -180,12 +180,17 @@ def batch_element_text(
     metadata: str | None = None,
     delay_millis: int | None = None,
     rank: int | None = None,
+    kind: str | None = None,
+    content_type: str | None = None,
+    priority: int | None = None,
 ) -> str:
     """One element of queue_publish_batch's JSON, as text, from values already in the log's
     format (as a Spark row holds them): the payload as bytes (sent as base64) or str (sent as a
     JSON string), metadata as the text of a JSON object (checked, then sent as written: the log
-    stores it as written), the delay in milliseconds (0 or None: none), and the element's rank
-    among its call's elements of its key (see :func:`batch_json`).
+    stores it as written), the delay in milliseconds (0 or None: none), the element's rank
+    among its call's elements of its key (see :func:`batch_json`), and the message's kind and
+    content type (strings; the server checks their length) and priority (0 to 9; 0 or None: the
+    default, 0).
     """
     if isinstance(payload, str):
         parts = ['{"payload":', json.dumps(payload, ensure_ascii=False)]
@@ -206,6 +211,16 @@ def batch_element_text(
         parts += [',"delay_ms":', str(int(delay_millis))]
     if rank is not None:
         parts += [',"rank":', str(int(rank))]
+    for name, text in (("kind", kind), ("content_type", content_type)):
+        if text is not None:
+            if not isinstance(text, str):
+                raise InvalidArgument(f"{name} must be a string or None, not {text!r}")
+            parts += [f',"{name}":', json.dumps(text, ensure_ascii=False)]
+    if priority is not None:
+        if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 9:
+            raise InvalidArgument(f"priority must be an integer from 0 to 9, not {priority!r}")
+        if priority:
+            parts += [',"priority":', str(priority)]
     parts.append("}")
     return "".join(parts)
 

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from helpers.procs import Harness
 
+import mysqlq
+
 
 @pytest.fixture
 def h(db: Any, tmp_path: Path) -> Any:
@@ -17,3 +19,10 @@ def h(db: Any, tmp_path: Path) -> Any:
     finally:
         harness.stop_all()
         harness.client.close()
+
+
+@pytest.fixture
+def client(dsn: str) -> Any:
+    """A mysqlq.Client on the test's database, closed after the test."""
+    with mysqlq.connect(dsn) as c:
+        yield c

@@ -271,7 +271,20 @@ def test_fuzz_client_publish_batch(client, watch, topic, messages, chunk_size) -
 @FUZZ
 @given(
     method=st.sampled_from(
-        ["subscribe", "unsubscribe", "seek", "configure_topic", "redrive", "gc", "dlq_list"]
+        [
+            "subscribe",
+            "unsubscribe",
+            "seek",
+            "configure_topic",
+            "configure_archive",
+            "redrive",
+            "gc",
+            "gc_counts",
+            "dlq_list",
+            "archive_list",
+            "archive_show",
+            "archive_purge",
+        ]
     ),
     a=py_values,
     b=py_values,
@@ -284,8 +297,15 @@ def test_fuzz_client_admin(client, watch, method, a, b, c) -> None:
         "seek": lambda: client.seek(a, b, c),
         "configure_topic": lambda: client.configure_topic(a, partitions=b, retention=c),
         "redrive": lambda: client.redrive(a, b),
+        "configure_archive": lambda: client.configure_topic(
+            a, max_attempts=b, archive=c, archive_retention=b
+        ),
         "gc": lambda: client.gc(a),
+        "gc_counts": lambda: client.gc_counts(a),
         "dlq_list": lambda: client.dlq_list(a, b),
+        "archive_list": lambda: client.archive_list(a, b),
+        "archive_show": lambda: client.archive_show(a, b),
+        "archive_purge": lambda: client.archive_purge(a, before=b, limit=c),
     }
     expect_clean(watch, calls[method])
 
@@ -345,7 +365,7 @@ cli_args = st.one_of(
     key=cli_args,
     metadata=cli_args,
     delay=cli_args,
-    command=st.sampled_from(["publish", "gc", "dlq", "stats"]),
+    command=st.sampled_from(["publish", "gc", "dlq", "stats", "archive", "archive purge"]),
 )
 def test_fuzz_cli(fuzz_dsn, watch, topic, payload, key, metadata, delay, command) -> None:
     argv = {
@@ -363,6 +383,17 @@ def test_fuzz_cli(fuzz_dsn, watch, topic, payload, key, metadata, delay, command
         "gc": ["gc", "--dsn", fuzz_dsn, f"--limit={delay}"],
         "dlq": ["dlq", "list", "--dsn", fuzz_dsn, "--limit", delay, "--", topic],
         "stats": ["stats", "--dsn", fuzz_dsn, f"--topic={topic}"],
+        "archive": ["archive", "show", "--dsn", fuzz_dsn, "--json", "--", topic, payload],
+        "archive purge": [
+            "archive",
+            "purge",
+            "--dsn",
+            fuzz_dsn,
+            f"--before={metadata}",
+            f"--limit={delay}",
+            "--",
+            topic,
+        ],
     }[command]
     before = watch.snapshot()
     result = CliRunner().invoke(cli_main, argv, catch_exceptions=True)

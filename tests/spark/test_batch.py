@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 
+import pytest
 from helpers.support import call, rows, scalar
 
 import mysqlq
@@ -151,3 +152,145 @@ def test_batch_write_string_payloads_without_ids_and_topic_column(spark, dsn, co
         ("a", "héllo", 0),
         ("b", "wörld", 60000),
     ]
+
+
+def _write(df, dsn, topic="orders"):
+    df.write.format("mysqlq").option("dsn", dsn).option("topic", topic).mode("append").save()
+
+
+def test_kind_content_type_and_priority_round_trip(spark, dsn, conn):
+    df = spark.createDataFrame(
+        [
+            ("m1", "k", "one", "order.created", "application/json", 7),
+            ("m2", "k", "two", None, "text/plain", None),
+            ("m3", None, "three", "order.paid", None, 0),
+        ],
+        "id string, key string, payload string, kind string, content_type string, priority long",
+    )
+    _write(df, dsn)
+    stored = rows(
+        conn,
+        "SELECT message_id, kind, content_type, priority FROM queue_messages ORDER BY message_id",
+    )
+    assert [tuple(r.values()) for r in stored] == [
+        ("m1", "order.created", "application/json", 7),
+        ("m2", None, "text/plain", 0),
+        ("m3", "order.paid", None, 0),
+    ]
+    got = {r.id: r for r in _read(spark, dsn, "orders").collect()}
+    assert [(got[i].kind, got[i].content_type, got[i].priority) for i in ("m1", "m2", "m3")] == [
+        ("order.created", "application/json", 7),
+        (None, "text/plain", 0),
+        ("order.paid", None, 0),
+    ]
+    # a DataFrame read from one topic writes to another with the three fields
+    _read(spark, dsn, "orders").write.format("mysqlq").option("dsn", dsn).option(
+        "topic", "copy"
+    ).mode("append").save()
+    copied = rows(
+        conn,
+        "SELECT message_id, kind, content_type, priority FROM queue_messages "
+        "WHERE topic = 'copy' ORDER BY message_id",
+    )
+    assert [tuple(r.values()) for r in copied] == [tuple(r.values()) for r in stored]
+
+
+def test_a_bad_priority_or_kind_publishes_nothing(spark, dsn, conn):
+    too_high = spark.createDataFrame([("a", 1), ("b", 12)], "payload string, priority int")
+    with pytest.raises(Exception, match="row 2 of the partition: priority must be an integer"):
+        _write(too_high.coalesce(1), dsn)
+    as_text = spark.createDataFrame([("a", "high")], "payload string, priority string")
+    with pytest.raises(Exception, match="the priority column must be an integer"):
+        _write(as_text, dsn)
+    numeric_kind = spark.createDataFrame([("a", 1)], "payload string, kind int")
+    with pytest.raises(Exception, match="the kind column must be a string"):
+        _write(numeric_kind, dsn)
+    # the server's own check names the field (a kind ending in a space)
+    spaced = spark.createDataFrame([("a", "order ")], "payload string, kind string")
+    with pytest.raises(Exception, match="kind must be null or a string"):
+        _write(spaced, dsn)
+    assert scalar(conn, "SELECT COUNT(*) FROM queue_messages") == 0
+
+
+def test_batch_read_of_the_archive(spark, dsn, conn):
+    with _client(dsn) as client:
+        client.configure_topic("orders", retention=0, archive=True)
+        client.publish_batch(
+            "orders",
+            [
+                {"payload": f"p{i}", "key": f"k{i % 2}", "id": f"m{i}", "metadata": {"i": i}}
+                for i in range(6)
+            ],
+        )
+        client.publish("orders", b"kept", key="k0", id="kept")  # after the group's position
+    call(conn, "queue_subscribe", "billing", "orders", None, None, None, None, None)
+    offsets = [
+        [r["partition_id"], 3]
+        for r in rows(conn, "SELECT partition_id FROM queue_partitions WHERE topic = 'orders'")
+    ]
+    call(conn, "queue_commit_offsets", "billing", "orders", json.dumps(offsets), None)
+    (gc,) = call(conn, "queue_gc", 1000, None)
+    assert gc["archived"] == 6
+    archived_at = scalar(conn, "SELECT MAX(archived_at) FROM queue_archive")
+
+    df = _read(spark, dsn, "orders", source="archive")
+    assert "archived_at" in df.columns and "archived_at" not in _read(spark, dsn, "orders").columns
+    got = {r.id: r for r in df.collect()}
+    assert sorted(got) == [f"m{i}" for i in range(6)]
+    m4 = got["m4"]
+    assert (m4.key, m4.offset, bytes(m4.payload), json.loads(m4.metadata)) == (
+        "k0",
+        3,
+        b"p4",
+        {"i": 4},
+    )
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    stamp = m4.archived_at.replace(tzinfo=datetime.timezone.utc)
+    assert round((stamp - epoch).total_seconds() * 1000) == archived_at
+    assert m4.archived_at >= m4.published_at
+    # the log read sees only what GC kept; filters and options work on the archive too
+    assert [r.id for r in _read(spark, dsn, "orders").collect()] == ["kept"]
+    assert sorted(r.id for r in df.where("key = 'k1' AND offset >= 2").collect()) == ["m3", "m5"]
+    assert [r.id for r in df.where("id = 'm2'").collect()] == ["m2"]
+    assert _read(spark, dsn, "orders", source="archive", maxOffset="1").count() == 2
+    subset = (
+        spark.read.format("mysqlq")
+        .schema("id string, archived_at timestamp")
+        .option("dsn", dsn)
+        .option("topic", "orders")
+        .option("source", "ARCHIVE")
+        .load()
+    )
+    assert {r.archived_at for r in subset.collect()} == {m4.archived_at}
+    # a topic with nothing archived reads as empty
+    assert _read(spark, dsn, "other", source="archive").count() == 0
+
+
+def test_the_archive_source_refuses_what_it_cannot_do(spark, dsn):
+    with pytest.raises(Exception, match="option source must be log or archive"):
+        _read(spark, dsn, "orders", source="dlq").collect()
+    with pytest.raises(Exception, match="archived_at is a column of the archive"):
+        spark.read.format("mysqlq").schema("id string, archived_at timestamp").option(
+            "dsn", dsn
+        ).option("topic", "orders").load().collect()
+    query = (
+        spark.readStream.format("mysqlq")
+        .option("dsn", dsn)
+        .option("topic", "orders")
+        .option("group", "g")
+        .option("source", "archive")
+        .load()
+        .writeStream.format("memory")
+        .queryName("archive_stream")
+        .start()
+    )
+    try:
+        with pytest.raises(Exception, match="not as a stream"):
+            query.awaitTermination(60)
+    finally:
+        query.stop()
+    df = spark.createDataFrame([("a",)], "payload string")
+    with pytest.raises(Exception, match="option source=archive is for reads"):
+        df.write.format("mysqlq").option("dsn", dsn).option("topic", "orders").option(
+            "source", "archive"
+        ).mode("append").save()

@@ -9,8 +9,9 @@ red line on stderr and exit with status 1.
     mysqlq consume TOPIC --group G             run a subscriber (prints messages as JSON lines)
     mysqlq stats [--json]                      lag, in flight, DLQ depth per topic and group
     mysqlq dlq list|show|redrive DLQ_TOPIC     inspect and redrive dead letters
+    mysqlq archive list|show|purge TOPIC       read and purge what GC archived
     mysqlq dashboard [--allow-actions]         a web page of it all (needs mysqlq[dashboard])
-    mysqlq gc [--limit N]                      delete what every group has passed
+    mysqlq gc [--limit N] [--json]             delete (or archive) what every group has passed
     mysqlq doctor [--fix] [--json] [--role R]  check event, binlog, group, primary, grants
     mysqlq grants                              GRANT statements for the three account kinds
     mysqlq demo                                publish and consume a few thousand messages
@@ -23,6 +24,7 @@ from __future__ import annotations
 import click
 
 from mysqlq import __version__
+from mysqlq.cli.archive import archive
 from mysqlq.cli.bench import bench
 from mysqlq.cli.consume import consume
 from mysqlq.cli.dashboard import dashboard
@@ -51,6 +53,7 @@ for _command in (
     consume,
     stats,
     dlq,
+    archive,
     dashboard,
     gc,
     doctor,

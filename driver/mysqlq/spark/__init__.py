@@ -6,6 +6,7 @@ Install with ``pip install 'mysqlq[spark]'``. The data source is found by Spark 
     import mysqlq.spark
     mysqlq.spark.register(spark)
     df = spark.read.format("mysqlq").option("dsn", dsn).option("topic", "orders").load()
+    old = spark.read.format("mysqlq").option("topic", "orders").option("source", "archive").load()
 
 See docs/spark.md.
 """
@@ -14,9 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from mysqlq.spark.source import COLUMNS, SCHEMA, MySQLQDataSource, MySQLQFilteringDataSource
+from mysqlq.spark.source import (
+    ARCHIVE_SCHEMA,
+    COLUMNS,
+    SCHEMA,
+    MySQLQDataSource,
+    MySQLQFilteringDataSource,
+)
 
-__all__ = ["COLUMNS", "SCHEMA", "MySQLQDataSource", "register"]
+__all__ = ["ARCHIVE_SCHEMA", "COLUMNS", "SCHEMA", "MySQLQDataSource", "register"]
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 

@@ -1,5 +1,6 @@
-"""The columns of the ``mysqlq`` source: each one's SQL expression over ``queue_messages`` and its
-Spark type, the full schema, and the check of a schema a user gives instead."""
+"""The columns of the ``mysqlq`` source: each one's SQL expression over ``queue_messages`` (or
+``queue_archive``, which has the same columns and ``archived_at``) and its Spark type, the full
+schemas, and the check of a schema a user gives instead."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pyspark.sql.types import (
 
 from mysqlq.errors import InvalidArgument
 
-__all__ = ["COLUMNS", "SCHEMA", "TIME_COLUMNS", "columns_of"]
+__all__ = ["ARCHIVE_COLUMNS", "ARCHIVE_SCHEMA", "COLUMNS", "SCHEMA", "TIME_COLUMNS", "columns_of"]
 
 # column of the Spark row -> (SQL expression over queue_messages m, Spark type)
 COLUMNS: dict[str, tuple[str, Any]] = {
@@ -38,23 +39,56 @@ COLUMNS: dict[str, tuple[str, Any]] = {
     "failures": ("m.failures", IntegerType()),
     "last_error": ("m.last_error", StringType()),
     "failed_at": ("m.failed_at", TimestampType()),
+    "kind": ("m.kind", StringType()),
+    "content_type": ("m.content_type", StringType()),
+    "priority": ("m.priority", IntegerType()),
 }
-_NOT_NULL = {"topic", "partition_id", "offset", "id", "payload", "published_at", "deliver_at"}
-SCHEMA = StructType(
-    [StructField(name, typ, name not in _NOT_NULL) for name, (_, typ) in COLUMNS.items()]
-)
-TIME_COLUMNS = {"published_at", "deliver_at", "failed_at"}
+# the archive's rows (option source=archive): the log's columns, and when GC archived them
+ARCHIVE_COLUMNS: dict[str, tuple[str, Any]] = {
+    **COLUMNS,
+    "archived_at": ("m.archived_at", TimestampType()),
+}
+_NOT_NULL = {
+    "topic",
+    "partition_id",
+    "offset",
+    "id",
+    "payload",
+    "published_at",
+    "deliver_at",
+    "priority",
+    "archived_at",
+}
 
 
-def columns_of(schema: StructType) -> list[str]:
-    """The requested columns (a user schema may pick a subset, in any order)."""
+def _schema(columns: dict[str, tuple[str, Any]]) -> StructType:
+    return StructType(
+        [StructField(name, typ, name not in _NOT_NULL) for name, (_, typ) in columns.items()]
+    )
+
+
+SCHEMA = _schema(COLUMNS)
+ARCHIVE_SCHEMA = _schema(ARCHIVE_COLUMNS)
+TIME_COLUMNS = {"published_at", "deliver_at", "failed_at", "archived_at"}
+
+
+def columns_of(schema: StructType, archive: bool = False) -> list[str]:
+    """The requested columns (a user schema may pick a subset, in any order); ``archive``: of
+    the archive, which also has ``archived_at``."""
+    known = ARCHIVE_COLUMNS if archive else COLUMNS
     names = []
     for field in schema.fields:
-        if field.name not in COLUMNS:
-            raise InvalidArgument(
-                f"unknown column {field.name!r} for the mysqlq source; known: {', '.join(COLUMNS)}"
+        if field.name not in known:
+            where = "the mysqlq archive" if archive else "the mysqlq source"
+            hint = (
+                " (archived_at is a column of the archive: option source=archive)"
+                if field.name == "archived_at"
+                else ""
             )
-        expected = COLUMNS[field.name][1]
+            raise InvalidArgument(
+                f"unknown column {field.name!r} for {where}{hint}; known: {', '.join(known)}"
+            )
+        expected = known[field.name][1]
         if field.dataType != expected:
             raise InvalidArgument(
                 f"column {field.name!r} must be {expected.simpleString()}, "

@@ -18,6 +18,7 @@ __all__ = [
     "epoch_ms",
     "int_option",
     "partition_offsets",
+    "reads_archive",
     "required_option",
     "retry_window",
     "time_option",
@@ -114,3 +115,16 @@ def retry_window(options: Mapping[str, str]) -> float | None:
     if not seconds >= 0:
         raise InvalidArgument("option retryWindow must be 0 or more seconds")
     return seconds
+
+
+SOURCES = ("log", "archive")
+
+
+def reads_archive(options: Mapping[str, str]) -> bool:
+    """Option ``source``: ``log`` (the default: ``queue_messages``, what is retained) or
+    ``archive`` (``queue_archive``: what GC moved out of the log of a topic with the archive
+    on)."""
+    value = (options.get("source") or "log").strip().lower()
+    if value not in SOURCES:
+        raise InvalidArgument(f"option source must be log or archive, not {options['source']!r}")
+    return value == "archive"

@@ -1,4 +1,5 @@
-"""Batch read: ``spark.read.format("mysqlq")`` reads the retained log of one topic.
+"""Batch read: ``spark.read.format("mysqlq")`` reads the retained log of one topic, or with the
+option ``source=archive`` its archive (what GC moved out of the log).
 
 The driver lists the topic's partitions and spreads their offset ranges over Spark partitions;
 executors page through each range by offset and hand Spark Arrow record batches. With filter
@@ -18,13 +19,14 @@ from pyspark.sql.types import StructType
 
 from mysqlq import _sql
 from mysqlq.connection import connect, execute_rows, resolve_dsn
-from mysqlq.spark.columns import COLUMNS, TIME_COLUMNS, columns_of
+from mysqlq.spark.columns import ARCHIVE_COLUMNS, TIME_COLUMNS, columns_of
 from mysqlq.spark.options import (
     DEFAULT_FETCH_SIZE,
     DEFAULT_NUM_PARTITIONS,
     epoch_ms,
     int_option,
     partition_offsets,
+    reads_archive,
     required_option,
     time_option,
 )
@@ -72,7 +74,8 @@ def buckets(ranges: list[tuple[int, int, int]], count: int) -> list[RangeSplit]:
 
 
 class Scan:
-    """Reads log ranges into Arrow record batches (runs on executors)."""
+    """Reads log ranges (or, with ``archive``, archive ranges) into Arrow record batches (runs on
+    executors)."""
 
     def __init__(
         self,
@@ -85,6 +88,7 @@ class Scan:
         group: str | None = None,
         message_id: str | None = None,
         fetch_size: int = DEFAULT_FETCH_SIZE,
+        archive: bool = False,
     ) -> None:
         self.dsn = dsn
         self.columns = columns
@@ -94,6 +98,7 @@ class Scan:
         self.group = group
         self.message_id = message_id
         self.fetch_size = fetch_size
+        self.archive = archive
 
     def read(self, split: RangeSplit) -> Iterator[Any]:
         import pyarrow as pa
@@ -101,9 +106,8 @@ class Scan:
 
         arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
         # the offset comes first (to page by it); the requested columns follow
-        sql = _sql.SPARK_READ_RANGE.format(
-            columns=", ".join(COLUMNS[c][0] for c in self.columns) or "1"
-        )
+        text = _sql.SPARK_READ_ARCHIVE_RANGE if self.archive else _sql.SPARK_READ_RANGE
+        sql = text.format(columns=", ".join(ARCHIVE_COLUMNS[c][0] for c in self.columns) or "1")
         conn = connect(self.dsn)
         try:
             cur = conn.cursor()
@@ -158,12 +162,13 @@ def _to_batch(rows: Sequence[tuple], columns: list[str], arrow_schema: Any, pa: 
 
 
 class BatchReader(DataSourceReader):
-    """``spark.read.format("mysqlq")``: the retained log of one topic."""
+    """``spark.read.format("mysqlq")``: the retained log of one topic, or its archive."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.dsn = resolve_dsn(options.get("dsn"))
         self.topic = required_option(options, "topic")
-        self.columns = columns_of(schema)
+        self.archive = reads_archive(options)
+        self.columns = columns_of(schema, self.archive)
         self.schema = schema
         self.num_partitions = int_option(options, "numPartitions", DEFAULT_NUM_PARTITIONS, low=1)
         self.fetch_size = int_option(options, "fetchSize", DEFAULT_FETCH_SIZE, low=1)
@@ -195,17 +200,23 @@ class BatchReader(DataSourceReader):
             return []
         conn = connect(self.dsn)
         try:
-            rows = execute_rows(conn, _sql.SPARK_PARTITIONS, (self.topic,))
+            sql = _sql.SPARK_ARCHIVE_PARTITIONS if self.archive else _sql.SPARK_PARTITIONS
+            rows = execute_rows(conn, sql, (self.topic,))
         finally:
             conn.close()
         ranges = []
         for row in rows:
-            pid, last = int(row["partition_id"]), int(row["last_offset"])
+            pid = int(row["partition_id"])
+            if row["last_offset"] is None:  # the archive holds nothing of this partition
+                continue
             if self.partition_ids is not None and pid not in self.partition_ids:
                 continue
             if self.keys is not None and row["partition_key"] not in self.keys:
                 continue
-            lo, hi = 0, last
+            # the log: offsets up to last_offset (all committed, G3); the archive: from its
+            # lowest archived offset to its highest
+            lo = int(row["first_offset"]) - 1 if self.archive else 0
+            hi = int(row["last_offset"])
             if self.partition_offsets is not None:
                 if pid not in self.partition_offsets:
                     continue
@@ -227,6 +238,7 @@ class BatchReader(DataSourceReader):
             max_time=self.max_time,
             message_id=self.message_id,
             fetch_size=self.fetch_size,
+            archive=self.archive,
         )
         yield from scan.read(partition)  # type: ignore[arg-type]
 

@@ -33,7 +33,9 @@ except ImportError:  # pragma: no cover
 
 __all__ = ["BatchWriter", "PublishCommit", "StreamWriter"]
 
-_WRITE_COLUMNS = {"payload", "key", "id", "metadata", "delay_ms", "topic"}
+# the columns a write reads (any other column is ignored), in the order _element takes them
+_FIELDS = ("payload", "key", "id", "metadata", "delay_ms", "kind", "content_type", "priority")
+_INTEGER_TYPES = {"byte", "short", "integer", "long"}
 
 
 class PublishCommit(WriterCommitMessage):
@@ -48,11 +50,12 @@ def _check_write_schema(schema: StructType, topic: str | None) -> None:
         raise InvalidArgument("a DataFrame written to mysqlq needs a payload column")
     if not isinstance(names["payload"], (BinaryType, StringType)):
         raise InvalidArgument("the payload column must be binary or string")
-    for name in ("key", "id", "metadata", "topic"):
+    for name in ("key", "id", "metadata", "topic", "kind", "content_type"):
         if name in names and not isinstance(names[name], StringType):
             raise InvalidArgument(f"the {name} column must be a string")
-    if "delay_ms" in names and names["delay_ms"].typeName() not in {"integer", "long", "short"}:
-        raise InvalidArgument("the delay_ms column must be an integer")
+    for name in ("delay_ms", "priority"):
+        if name in names and names[name].typeName() not in _INTEGER_TYPES:
+            raise InvalidArgument(f"the {name} column must be an integer")
     if topic is None and "topic" not in names:
         raise InvalidArgument("option topic is required (or a topic column)")
 
@@ -103,38 +106,31 @@ class _Publisher:
 
         try:
             for columns in batches:
-                payloads = columns["payload"]
-                n = len(payloads)
-                keys = columns.get("key") or [None] * n
-                ids = columns.get("id") or [None] * n
-                metas = columns.get("metadata") or [None] * n
-                delays = columns.get("delay_ms") or [None] * n
+                n = len(columns["payload"])
+                values = [columns.get(name) or [None] * n for name in _FIELDS]
                 topics = columns.get("topic") if self.topic is None else None
-                for i in range(n):
+                for i, row in enumerate(zip(*values, strict=True)):
                     index += 1
                     topic = self.topic if topics is None else topics[i]
                     if not topic:
                         raise InvalidArgument(f"row {index} of the partition has no topic")
+                    key = row[1]
                     chunk = chunks.setdefault(topic, [])
                     # each keyed element's rank in its chunk (the procedure checks it and skips
                     # numbering the chunk itself)
                     seen = ranks.setdefault(topic, {})
                     rank = None
-                    if keys[i] is not None:
-                        rank = seen[keys[i]] = seen.get(keys[i], 0) + 1
-                    element = _element(
-                        payloads[i], keys[i], ids[i], metas[i], delays[i], prefix, index, rank
-                    )
+                    if key is not None:
+                        rank = seen[key] = seen.get(key, 0) + 1
+                    element = _element(row, prefix, index, rank)
                     # a chunk also stops before its text passes codec.CHUNK_BYTES (the packet and
                     # Group Replication's transaction size limit); a larger element goes alone,
                     # first in a new chunk (rank 1)
                     if chunk and sizes[topic] + len(element) > codec.CHUNK_BYTES:
                         published, duplicates = flush(topic, published, duplicates)
                         if rank is not None:
-                            rank = seen[keys[i]] = 1
-                            element = _element(
-                                payloads[i], keys[i], ids[i], metas[i], delays[i], prefix, index, 1
-                            )
+                            rank = seen[key] = 1
+                            element = _element(row, prefix, index, 1)
                     chunk.append(element)
                     sizes[topic] = sizes.get(topic, 0) + len(element)
                     if len(chunk) >= self.chunk_size:
@@ -154,10 +150,10 @@ class _Publisher:
         return len(rows) - dup, dup
 
 
-def _element(
-    payload, key, msg_id, metadata, delay, prefix: str, index: int, rank: int | None = None
-) -> str:
-    """One element of queue_publish_batch's JSON, as text (see mysqlq.codec)."""
+def _element(row: tuple[Any, ...], prefix: str, index: int, rank: int | None = None) -> str:
+    """One element of queue_publish_batch's JSON, as text (see mysqlq.codec), from a row's
+    values in the order of _FIELDS."""
+    payload, key, msg_id, metadata, delay, kind, content_type, priority = row
     if payload is None:
         raise InvalidArgument(f"row {index} of the partition has a NULL payload")
     try:
@@ -168,6 +164,9 @@ def _element(
             metadata=metadata,
             delay_millis=delay,
             rank=rank,
+            kind=kind,
+            content_type=content_type,
+            priority=priority,
         )
     except InvalidArgument as exc:
         raise InvalidArgument(f"row {index} of the partition: {exc.message}") from None
