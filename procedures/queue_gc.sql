@@ -81,6 +81,13 @@ BEGIN
             SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
             START TRANSACTION;
             IF v_archive = 1 THEN
+                -- the batch's rows locked first: a second GC on the same batch waits here, then
+                -- finds them gone and copies nothing (without it, both copy: 1062 or a deadlock)
+                SELECT COUNT(*) INTO v_rows FROM queue_messages
+                WHERE
+                    partition_id = v_pid AND msg_offset BETWEEN v_first AND v_upto
+                    AND published_at <= v_cutoff
+                FOR UPDATE;
                 INSERT INTO queue_archive (
                     {{ log_columns }}, archived_at
                 )

@@ -1921,6 +1921,11 @@ BEGIN
             SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
             START TRANSACTION;
             IF v_archive = 1 THEN
+                SELECT COUNT(*) INTO v_rows FROM queue_messages
+                WHERE
+                    partition_id = v_pid AND msg_offset BETWEEN v_first AND v_upto
+                    AND published_at <= v_cutoff
+                FOR UPDATE;
                 INSERT INTO queue_archive (
                     partition_id, msg_offset, topic, partition_key, message_id, payload, metadata, published_at, deliver_at,
                 target_group, origin_topic, origin_group, origin_offset, origin_message_id, failures, last_error,

@@ -14,7 +14,7 @@ revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "3b8e904576aaeab25a6e6a3942c84b44dc09424e0f3a021601838ea80485059a"
+snapshot_sha256 = "750e31d8e0b55109b6335e48b0f0ee0129301a60a2bf113351cafe887193ae92"
 
 
 TEXT = "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
