@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import threading
 
-import pytest
 from helpers.support import call, rows, scalar, server_now, wait_until
 
 from mysqlq import errors
