@@ -494,14 +494,22 @@ FROM queue_partition_leases AS l
             )
 {%- endmacro %}
 
-{#- The order queue_fetch serves held partitions in, highest first: the priority of the partition's
-    messages (an unkeyed slot's own; a keyed partition's next new message's, from
-    held_partitions_with_work(head=True)), plus one level per PRIORITY_AGING_MS since fetch last
-    visited the partition (o.updated_at; never: since it was created), at most 10 levels: a lower
-    priority overtakes a steady load of higher ones (served at every call) after (difference + 1)
-    x PRIORITY_AGING_MS, and among partitions that all waited that long priority still decides
-    (a new group's first fetch of an old backlog). Ties go to the lower partition id. -#}
+{#- The order queue_fetch serves held partitions in: fetch_rank() highest first, then the one that
+    waited longest (fetch_waited_since() earliest), then the lower partition id. The rank is the
+    priority of the partition's messages (an unkeyed slot's own; a keyed partition's next new
+    message's, from held_partitions_with_work(head=True)) plus one level per PRIORITY_AGING_MS it
+    waited, at most 9 in all: a partition that waited 9 x PRIORITY_AGING_MS ranks with priority 9,
+    and among those the longest-waiting goes first, so every priority progresses under any load.
+    It waited since fetch last served it (o.updated_at, which settles also move), or, never
+    served, since this subscriber leased it (else since it was created): a new group's first
+    fetch of an old backlog is ordered by priority, not by how old the backlog is. -#}
+{% macro fetch_waited_since() -%}
+COALESCE(o.updated_at, l.leased_at, p.created_at)
+{%- endmacro %}
 {% macro fetch_rank() -%}
-IF(p.slot >= 0, p.slot DIV {{ PRIORITY_SLOTS }}, COALESCE(h.priority, 0))
-            + LEAST(10, GREATEST(0, v_now - COALESCE(o.updated_at, p.created_at)) DIV {{ PRIORITY_AGING_MS }})
+LEAST(
+                9,
+                IF(p.slot >= 0, p.slot DIV {{ PRIORITY_SLOTS }}, COALESCE(h.priority, 0))
+                + GREATEST(0, v_now - {{ fetch_waited_since() }}) DIV {{ PRIORITY_AGING_MS }}
+            )
 {%- endmacro %}

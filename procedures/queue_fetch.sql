@@ -65,7 +65,7 @@ BEGIN
             l.partition_id,
             o.partition_id IS NOT NULL AS has_offsets
         {{ m.held_partitions_with_work(head=True) }}
-        ORDER BY {{ m.fetch_rank() }} DESC, l.partition_id;
+        ORDER BY {{ m.fetch_rank() }} DESC, {{ m.fetch_waited_since() }}, l.partition_id;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
     {{ m.own_transaction_handler() }};
 

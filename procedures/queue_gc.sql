@@ -28,6 +28,7 @@ BEGIN
     DECLARE v_archived INT DEFAULT 0;
     DECLARE v_purged INT DEFAULT 0;
     DECLARE v_batch INT;
+    DECLARE v_oldest BIGINT;
     DECLARE v_topic {{ m.name_local() }};
     -- per partition: the lowest watermark over the subscribed groups; a group that never touched
     -- the partition counts as 0; a topic nobody subscribes to keeps everything
@@ -43,20 +44,13 @@ BEGIN
         LEFT JOIN queue_offsets AS o ON s.group_name = o.group_name AND p.partition_id = o.partition_id
         GROUP BY p.partition_id
         ORDER BY p.partition_id;
-    -- topics whose archive holds rows past its retention: the oldest row tells (the first
-    -- entry of the topic on queue_archive_by_topic_time)
+    -- every topic with its archive's cutoff (a topic's oldest archived row then says whether
+    -- anything is due: one index entry, where a query over the archive read all of its rows)
     DECLARE c_archives CURSOR FOR
         SELECT
             t.topic,
             v_now - t.archive_retention_ms AS cutoff
         FROM queue_topics AS t
-        WHERE
-            t.archive_retention_ms <= v_now - (
-                SELECT a.archived_at FROM queue_archive AS a FORCE INDEX (queue_archive_by_topic_time)
-                WHERE a.topic = t.topic
-                ORDER BY a.archived_at
-                LIMIT 1
-            )
         ORDER BY t.topic;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
     {{ m.own_transaction_handler() }};
@@ -123,7 +117,13 @@ BEGIN
         IF v_done = 1 OR v_purged >= p_limit THEN
             LEAVE archive_loop;
         END IF;
-        SET v_rows = 1;
+        SET v_oldest = NULL;
+        SELECT a.archived_at INTO v_oldest FROM queue_archive AS a
+        WHERE a.topic = v_topic
+        ORDER BY a.archived_at
+        LIMIT 1;
+        SET v_done = 0;
+        SET v_rows = IF(v_oldest <= v_cutoff, 1, 0);
         WHILE v_rows > 0 AND v_purged < p_limit DO
             SET v_batch = LEAST(1000, p_limit - v_purged);
             DELETE FROM queue_archive

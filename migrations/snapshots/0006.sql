@@ -1479,8 +1479,11 @@ BEGIN
                         AND s.state <= 1 AND s.invisible_until <= v_now
                 )
             )
-        ORDER BY IF(p.slot >= 0, p.slot DIV 4096, COALESCE(h.priority, 0))
-            + LEAST(10, GREATEST(0, v_now - COALESCE(o.updated_at, p.created_at)) DIV 5000) DESC, l.partition_id;
+        ORDER BY LEAST(
+                9,
+                IF(p.slot >= 0, p.slot DIV 4096, COALESCE(h.priority, 0))
+                + GREATEST(0, v_now - COALESCE(o.updated_at, l.leased_at, p.created_at)) DIV 5000
+            ) DESC, COALESCE(o.updated_at, l.leased_at, p.created_at), l.partition_id;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
@@ -1867,6 +1870,7 @@ BEGIN
     DECLARE v_archived INT DEFAULT 0;
     DECLARE v_purged INT DEFAULT 0;
     DECLARE v_batch INT;
+    DECLARE v_oldest BIGINT;
     DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE c_partitions CURSOR FOR
         SELECT
@@ -1885,13 +1889,6 @@ BEGIN
             t.topic,
             v_now - t.archive_retention_ms AS cutoff
         FROM queue_topics AS t
-        WHERE
-            t.archive_retention_ms <= v_now - (
-                SELECT a.archived_at FROM queue_archive AS a FORCE INDEX (queue_archive_by_topic_time)
-                WHERE a.topic = t.topic
-                ORDER BY a.archived_at
-                LIMIT 1
-            )
         ORDER BY t.topic;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -1964,7 +1961,13 @@ BEGIN
         IF v_done = 1 OR v_purged >= p_limit THEN
             LEAVE archive_loop;
         END IF;
-        SET v_rows = 1;
+        SET v_oldest = NULL;
+        SELECT a.archived_at INTO v_oldest FROM queue_archive AS a
+        WHERE a.topic = v_topic
+        ORDER BY a.archived_at
+        LIMIT 1;
+        SET v_done = 0;
+        SET v_rows = IF(v_oldest <= v_cutoff, 1, 0);
         WHILE v_rows > 0 AND v_purged < p_limit DO
             SET v_batch = LEAST(1000, p_limit - v_purged);
             DELETE FROM queue_archive

@@ -14,7 +14,7 @@ revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "750e31d8e0b55109b6335e48b0f0ee0129301a60a2bf113351cafe887193ae92"
+snapshot_sha256 = "9792b735b3f364a16d998448ebd448615cc3e351d71c50a60c3d40c31f2a9e3b"
 
 
 TEXT = "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"

@@ -455,6 +455,18 @@ except KeyboardInterrupt:
 """
 
 
+def server_sessions(conn) -> list[dict]:
+    """What the database's sessions run and which transactions wait (a hang's evidence)."""
+    return rows(
+        conn,
+        "SELECT p.ID, p.COMMAND, p.TIME, p.STATE, LEFT(p.INFO, 200) AS info, t.trx_state, "
+        "t.trx_started, LEFT(t.trx_query, 200) AS trx_query, t.trx_rows_locked "
+        "FROM information_schema.PROCESSLIST p "
+        "LEFT JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = p.ID "
+        "WHERE p.DB = DATABASE() AND p.ID <> CONNECTION_ID()",
+    )
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_worker_process_stops_gracefully_on_a_signal(dsn, conn, tmp_path, sig):
     """``asyncio.run(main())``: Ctrl-C cancels the run task, and ``stop_on_sigterm`` turns
@@ -475,7 +487,10 @@ def test_a_worker_process_stops_gracefully_on_a_signal(dsn, conn, tmp_path, sig)
             # still running: every thread's stack into its output, for the failure message
             proc.send_signal(signal.SIGUSR1)
             wait_until(lambda: "most recent call first" in out.read_text(), 10, what="a dump")
-            pytest.fail(f"the worker did not stop within {WAIT}s of {sig.name}:\n{out.read_text()}")
+            pytest.fail(
+                f"the worker did not stop within {WAIT}s of {sig.name}:\n{out.read_text()}\n"
+                f"server sessions of the database: {server_sessions(conn)}"
+            )
         assert code == 0, out.read_text()
     finally:
         if proc.poll() is None:

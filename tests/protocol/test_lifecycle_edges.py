@@ -5,8 +5,8 @@
 2. queue_gc's archive purge deletes at most p_limit rows.
 3. A GC run with nothing due in an archive reads a few index entries, not the whole archive.
 4. queue_publish_message checks its parameters in declaration order (the first bad one is named).
-5. Aging stops at 10 levels, not 9: a priority-0 partition overtakes a steady priority-9 load once
-   it has waited (9 + 1) x PRIORITY_AGING_MS, instead of tying with it forever.
+5. A priority-0 partition gets through a steady priority-9 load once it has aged to rank 9: the
+   longest-waiting partition goes first among equal ranks (not the lower partition id).
 """
 
 from __future__ import annotations

@@ -156,13 +156,6 @@ def test_urgent_message_overtakes_a_backlog_of_thousands(conn, fetch, published)
     assert {m["priority"] for m in delivered if m["id"] != "urgent"} == {0}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SQL: fetch_rank counts a partition no fetch has visited as fully aged (+9), so a "
-    "priority-9 slot that one fetch served in part (p_max_messages cut its batch) ranks 9 at the "
-    "next fetch and waits behind the first visit of every unvisited priority-0 slot (also 9, "
-    "lower partition_id): positions 1801 to 1827 here",
-)
 def test_every_urgent_message_overtakes_a_backlog_of_thousands(conn):
     """The same promise for 300 priority-9 messages over the topic's 16 slots of priority 9:
     each is among the first few hundred delivered (300 + 200), at 100 a fetch."""
@@ -239,11 +232,6 @@ def test_keyed_partition_ranks_by_its_next_message(conn):
     assert sorted(rest) == ["a-1", "a-2", "b-1", "b-2", "c-1", "c-2", "z-2"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SQL: fetch_rank reads a keyed partition's next message at o.cursor_pos + 1, and a "
-    "partition no fetch has visited has no queue_offsets row, so its priority counts as 0",
-)
 def test_new_keyed_partition_with_priority_9_goes_before_new_priority_0_partitions(conn):
     """The first message of a new key is that partition's next message: priority 9 there must
     rank the partition above new partitions of priority 0 (all never visited, so equally aged)."""
@@ -297,13 +285,6 @@ def test_priority_0_ages_past_a_steady_priority_5_load(conn):
     assert 5 * AGING_MS - 1000 <= served - visited <= 6 * AGING_MS + 1000, served - visited
 
 
-STARVATION_REASON = (
-    "SQL: fetch_rank adds the aging bonus (capped at 9 levels) to every priority, so a priority-0 "
-    "partition never ranks above 9, while a priority-9 partition ranks 9 at once and 10 or more "
-    "after 5 s without a visit; ties go to the lower partition_id. {}"
-)
-
-
 @pytest.mark.parametrize(
     ("partitions", "low_first"),
     [
@@ -312,25 +293,11 @@ STARVATION_REASON = (
             1,
             False,
             id="1_slot-low_arrives_during_load",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=STARVATION_REASON.format(
-                    "Here the one priority-9 slot, visited every second, ranks 9, and the newer "
-                    "priority-0 slot loses every tie."
-                ),
-            ),
         ),
         pytest.param(
             16,
             True,
             id="16_slots-low_partition_oldest",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=STARVATION_REASON.format(
-                    "Here each of the 16 priority-9 slots is visited every 16 s, so some always "
-                    "rank 10 to 12."
-                ),
-            ),
         ),
     ],
 )
