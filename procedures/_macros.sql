@@ -306,9 +306,6 @@ DECLARE EXIT HANDLER FOR SQLEXCEPTION
 {% macro batch_part_key(e='e') -%}
 COALESCE({{ e }}.msg_key, '')
 {%- endmacro %}
-{% macro batch_slot(e='e') -%}
-IF({{ e }}.msg_key IS NULL, CRC32({{ e }}.msg_id) % v_partitions, {{ SLOT_KEYED }})
-{%- endmacro %}
 
 {#- The rank a caller gave batch element `e` (its place among the batch's elements of its
     partition, 1..n), or NULL: anything but an integer is ignored, and the ranks of a partition are

@@ -436,6 +436,9 @@ import asyncio, faulthandler, signal, sys
 import mysqlq.aio
 
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test's dump if it hangs
+# Ctrl-C as in a terminal, whatever this process inherited: a test run started in the background
+# of a non-interactive shell ignores SIGINT, and so would this worker (it hung for that)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 async def handle(msg):
     print("HANDLED", msg.id, flush=True)
