@@ -302,7 +302,7 @@ DECLARE EXIT HANDLER FOR SQLEXCEPTION
     )
 {%- endmacro %}
 
-{#- The partition of a batch element `e` (from batch_elements or batch_keys): key and slot. -#}
+{#- The partition key of a batch element `e` (from batch_elements or batch_keys). -#}
 {% macro batch_part_key(e='e') -%}
 COALESCE({{ e }}.msg_key, '')
 {%- endmacro %}
