@@ -27,7 +27,6 @@ BEGIN
     DECLARE v_deleted INT DEFAULT 0;
     DECLARE v_archived INT DEFAULT 0;
     DECLARE v_purged INT DEFAULT 0;
-    DECLARE v_batch INT;
     DECLARE v_oldest BIGINT;
     DECLARE v_topic {{ m.name_local() }};
     -- per partition: the lowest watermark over the subscribed groups; a group that never touched
@@ -123,16 +122,10 @@ BEGIN
         ORDER BY a.archived_at
         LIMIT 1;
         SET v_done = 0;
-        SET v_rows = IF(v_oldest <= v_cutoff, 1, 0);
-        WHILE v_rows > 0 AND v_purged < p_limit DO
-            SET v_batch = LEAST(1000, p_limit - v_purged);
-            DELETE FROM queue_archive
-            WHERE topic = v_topic AND archived_at <= v_cutoff
-            ORDER BY archived_at
-            LIMIT v_batch;
-            SET v_rows = ROW_COUNT();
+        IF v_oldest <= v_cutoff THEN
+            CALL queue__purge_archive(v_topic, v_cutoff, p_limit - v_purged, v_rows);
             SET v_purged = v_purged + v_rows;
-        END WHILE;
+        END IF;
     END LOOP;
     CLOSE c_archives;
 

@@ -462,6 +462,31 @@ BEGIN
     END IF;
 END
 
+-- mysqlq:object procedure queue__purge_archive
+CREATE PROCEDURE queue__purge_archive(
+    IN p_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_before BIGINT,
+    IN p_limit BIGINT,
+    OUT p_purged INT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_rows INT DEFAULT 1;
+    DECLARE v_batch INT;
+
+    SET p_purged = 0;
+    WHILE v_rows > 0 AND p_purged < p_limit DO
+        SET v_batch = LEAST(1000, p_limit - p_purged);
+        DELETE FROM queue_archive
+        WHERE topic = p_topic AND archived_at <= p_before
+        ORDER BY archived_at
+        LIMIT v_batch;
+        SET v_rows = ROW_COUNT();
+        SET p_purged = p_purged + v_rows;
+    END WHILE;
+END
+
 -- mysqlq:object procedure queue__redrive_entry
 CREATE PROCEDURE queue__redrive_entry(
     IN p_partition_id BIGINT,
@@ -1084,11 +1109,7 @@ CREATE PROCEDURE queue_archive_purge(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-    DECLARE v_before BIGINT;
-    DECLARE v_rows INT DEFAULT 1;
-    DECLARE v_purged INT DEFAULT 0;
-    DECLARE v_batch INT;
+    DECLARE v_purged INT;
 
     IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
         OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
@@ -1100,18 +1121,8 @@ BEGIN
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000000 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ004 p_limit must be between 1 and 100000000';
     END IF;
-    SET v_topic = p_topic;
-    SET v_before = COALESCE(p_before, 9223372036854775807);
 
-    WHILE v_rows > 0 AND v_purged < p_limit DO
-        SET v_batch = LEAST(1000, p_limit - v_purged);
-        DELETE FROM queue_archive
-        WHERE topic = v_topic AND archived_at <= v_before
-        ORDER BY archived_at
-        LIMIT v_batch;
-        SET v_rows = ROW_COUNT();
-        SET v_purged = v_purged + v_rows;
-    END WHILE;
+    CALL queue__purge_archive(p_topic, COALESCE(p_before, 9223372036854775807), p_limit, v_purged);
 
     SELECT v_purged AS purged;
 END
@@ -1869,7 +1880,6 @@ BEGIN
     DECLARE v_deleted INT DEFAULT 0;
     DECLARE v_archived INT DEFAULT 0;
     DECLARE v_purged INT DEFAULT 0;
-    DECLARE v_batch INT;
     DECLARE v_oldest BIGINT;
     DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE c_partitions CURSOR FOR
@@ -1967,16 +1977,10 @@ BEGIN
         ORDER BY a.archived_at
         LIMIT 1;
         SET v_done = 0;
-        SET v_rows = IF(v_oldest <= v_cutoff, 1, 0);
-        WHILE v_rows > 0 AND v_purged < p_limit DO
-            SET v_batch = LEAST(1000, p_limit - v_purged);
-            DELETE FROM queue_archive
-            WHERE topic = v_topic AND archived_at <= v_cutoff
-            ORDER BY archived_at
-            LIMIT v_batch;
-            SET v_rows = ROW_COUNT();
+        IF v_oldest <= v_cutoff THEN
+            CALL queue__purge_archive(v_topic, v_cutoff, p_limit - v_purged, v_rows);
             SET v_purged = v_purged + v_rows;
-        END WHILE;
+        END IF;
     END LOOP;
     CLOSE c_archives;
 

@@ -14,7 +14,7 @@ revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "9792b735b3f364a16d998448ebd448615cc3e351d71c50a60c3d40c31f2a9e3b"
+snapshot_sha256 = "5f50023358129e615b6f4fbe63f63589cfba9e0d91f58325469d5e979f5b4d11"
 
 
 TEXT = "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
