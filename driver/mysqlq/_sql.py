@@ -195,13 +195,14 @@ WHERE m.deliver_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
 GROUP BY m.partition_id
 """
 
-# one chunk of a partition's log range (lo, hi] in offset order; the {columns} are chosen from
-# mysqlq.spark.source.COLUMNS (a fixed list of column names), never from user input.
+# one chunk of a partition's range (lo, hi] in offset order, of the log or the archive ({table}:
+# queue_messages or queue_archive, which has the log's columns); the {columns} are chosen from
+# mysqlq.spark.columns (a fixed list of column names), never from user input.
 # Arguments: partition_id, lo, hi, min published_at, max published_at (exclusive), group (NULL:
 # every row; else rows without a target group or addressed to it), message id, limit.
 SPARK_READ_RANGE = """
 SELECT m.msg_offset, {columns}
-FROM queue_messages m
+FROM {table} m
 WHERE m.partition_id = %s AND m.msg_offset > %s AND m.msg_offset <= %s
   AND (%s IS NULL OR m.published_at >= %s)
   AND (%s IS NULL OR m.published_at < %s)
@@ -211,8 +212,8 @@ ORDER BY m.msg_offset
 LIMIT %s
 """
 
-# the archive's counterparts (option source=archive): per partition of the topic, the lowest and
-# highest archived offset (NULL when nothing is archived), then one chunk of a range, as above
+# the archive's counterpart (option source=archive): per partition of the topic, the lowest and
+# highest archived offset (NULL when nothing is archived); SPARK_READ_RANGE reads its ranges
 SPARK_ARCHIVE_PARTITIONS = """
 SELECT p.partition_id, IF(p.slot < 0, p.partition_key, NULL) AS partition_key, p.slot,
        (SELECT MIN(a.msg_offset) FROM queue_archive a
@@ -222,18 +223,6 @@ SELECT p.partition_id, IF(p.slot < 0, p.partition_key, NULL) AS partition_key, p
 FROM queue_partitions p
 WHERE p.topic = %s
 ORDER BY p.partition_id
-"""
-
-SPARK_READ_ARCHIVE_RANGE = """
-SELECT m.msg_offset, {columns}
-FROM queue_archive m
-WHERE m.partition_id = %s AND m.msg_offset > %s AND m.msg_offset <= %s
-  AND (%s IS NULL OR m.published_at >= %s)
-  AND (%s IS NULL OR m.published_at < %s)
-  AND (%s IS NULL OR m.target_group IS NULL OR m.target_group = %s)
-  AND (%s IS NULL OR m.message_id = %s)
-ORDER BY m.msg_offset
-LIMIT %s
 """
 
 # Parquet archive (`mysqlq spark archive`): per partition of the subscribed topics, the offset

@@ -216,11 +216,8 @@ def batch_element_text(
             if not isinstance(text, str):
                 raise InvalidArgument(f"{name} must be a string or None, not {text!r}")
             parts += [f',"{name}":', json.dumps(text, ensure_ascii=False)]
-    if priority is not None:
-        if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 9:
-            raise InvalidArgument(f"priority must be an integer from 0 to 9, not {priority!r}")
-        if priority:
-            parts += [',"priority":', str(priority)]
+    if priority_value(priority):
+        parts += [',"priority":', str(priority)]
     parts.append("}")
     return "".join(parts)
 

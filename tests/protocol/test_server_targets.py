@@ -349,7 +349,7 @@ def test_routines_are_created_with_only_full_group_by(conn, db) -> None:
 
 
 def _read_queries() -> dict[str, str]:
-    return {
+    queries = {
         name: text.replace("{columns}", "m.payload")
         for name, text in vars(_sql).items()
         if name.isupper()
@@ -358,6 +358,13 @@ def _read_queries() -> dict[str, str]:
         and name != "VERSION_BEFORE_1_2"  # the function of older schemas
         and name not in _sql.SERVER_SPECIFIC  # MySQL's, or a group member's, alone
     }
+    # a query over {table} runs on the log and on the archive (SPARK_READ_RANGE)
+    for name, text in list(queries.items()):
+        if "{table}" in text:
+            del queries[name]
+            for table in ("queue_messages", "queue_archive"):
+                queries[f"{name}[{table}]"] = text.replace("{table}", table)
+    return queries
 
 
 def test_the_drivers_read_queries_run_under_mysqls_default_sql_mode(conn) -> None:

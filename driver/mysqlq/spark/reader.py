@@ -106,8 +106,10 @@ class Scan:
 
         arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
         # the offset comes first (to page by it); the requested columns follow
-        text = _sql.SPARK_READ_ARCHIVE_RANGE if self.archive else _sql.SPARK_READ_RANGE
-        sql = text.format(columns=", ".join(ARCHIVE_COLUMNS[c][0] for c in self.columns) or "1")
+        sql = _sql.SPARK_READ_RANGE.format(
+            table="queue_archive" if self.archive else "queue_messages",
+            columns=", ".join(ARCHIVE_COLUMNS[c][0] for c in self.columns) or "1",
+        )
         conn = connect(self.dsn)
         try:
             cur = conn.cursor()
