@@ -429,17 +429,25 @@ DECLARE EXIT HANDLER FOR SQLEXCEPTION
     END
 {%- endmacro %}
 
+{#- Join the caller's transaction (behind a savepoint, so that an error undoes only ours), or open
+    our own READ COMMITTED one. The probe costs no extra statement on the hot path: with autocommit
+    on, SET TRANSACTION sets our own next transaction, and inside the caller's (begun by START
+    TRANSACTION) it fails with 1568 and changes nothing; with autocommit off, a transaction is the
+    caller's from its first statement. -#}
 {% macro begin_unless_in_transaction(savepoint='mysqlq_publish') -%}
-SAVEPOINT {{ savepoint }};
-    BEGIN
-        DECLARE CONTINUE HANDLER FOR 1305 SET v_own_transaction = 1;
-        ROLLBACK TO SAVEPOINT {{ savepoint }};
-    END;
+IF @@autocommit = 1 THEN
+        BEGIN
+            DECLARE CONTINUE HANDLER FOR 1568 SET v_own_transaction = -1;
+            -- READ COMMITTED: each plain read sees what committed since (a partition another
+            -- publisher just created is found, not created again), and no gap locks are taken
+            SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+        END;
+        SET v_own_transaction = v_own_transaction + 1;
+    END IF;
     IF v_own_transaction = 1 THEN
-        -- READ COMMITTED: each plain read sees what committed since (a partition another
-        -- publisher just created is found, not created again), and no gap locks are taken
-        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
         START TRANSACTION;
+    ELSE
+        SAVEPOINT {{ savepoint }};
     END IF
 {%- endmacro %}
 
@@ -509,4 +517,30 @@ LEAST(
                 IF(p.slot >= 0, p.slot DIV {{ PRIORITY_SLOTS }}, COALESCE(h.priority, 0))
                 + GREATEST(0, v_now - {{ fetch_waited_since() }}) DIV {{ PRIORITY_AGING_MS }}
             )
+{%- endmacro %}
+
+{#- What is wrong with intake row `i` (see queue_intake_open), or NULL. -#}
+{% macro intake_problem(i='i') -%}
+CASE
+            WHEN {{ i }}.msg_key IS NOT NULL AND (CHAR_LENGTH({{ i }}.msg_key) NOT BETWEEN 1 AND 191 OR {{ i }}.msg_key LIKE '% ')
+                THEN 'key must be NULL or 1 to 191 characters, not ending in a space'
+            WHEN CHAR_LENGTH({{ i }}.msg_id) NOT BETWEEN 1 AND 191 OR {{ i }}.msg_id LIKE '% '
+                THEN 'id must be 1 to 191 characters, not ending in a space'
+            WHEN {{ i }}.metadata IS NOT NULL AND (NOT JSON_VALID({{ i }}.metadata) OR JSON_TYPE({{ i }}.metadata) <> 'OBJECT')
+                THEN 'metadata must be NULL or a JSON object'
+            WHEN {{ i }}.delay_ms NOT BETWEEN 0 AND 31536000000
+                THEN 'delay_ms must be between 0 and 31536000000'
+            WHEN {{ i }}.kind IS NOT NULL AND (CHAR_LENGTH({{ i }}.kind) NOT BETWEEN 1 AND 191 OR {{ i }}.kind LIKE '% ')
+                THEN 'kind must be NULL or 1 to 191 characters, not ending in a space'
+            WHEN {{ i }}.content_type IS NOT NULL AND (CHAR_LENGTH({{ i }}.content_type) NOT BETWEEN 1 AND 191 OR {{ i }}.content_type LIKE '% ')
+                THEN 'content_type must be NULL or 1 to 191 characters, not ending in a space'
+            WHEN {{ i }}.priority NOT BETWEEN 0 AND 9
+                THEN 'priority must be an integer from 0 to 9'
+        END
+{%- endmacro %}
+
+{#- The slot of intake row `i`: its key's, or for an unkeyed one the hash of its id in the slots of
+    its priority (as unkeyed_slot). -#}
+{% macro intake_slot(i='i') -%}
+IF({{ i }}.msg_key IS NULL, CRC32({{ i }}.msg_id) % v_partitions + {{ i }}.priority * {{ PRIORITY_SLOTS }}, {{ SLOT_KEYED }})
 {%- endmacro %}

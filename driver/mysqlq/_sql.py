@@ -1,14 +1,16 @@
 """Every statement the driver sends, in one place to audit.
 
 The driver runs no SQL of its own beyond these CALLs to the protocol's stored procedures (see
-docs/protocol.md) and the reads of documented tables used by ``mysqlq stats``. Parameters are
-passed to mysqlclient as %s placeholders; nothing is formatted into the text.
+docs/protocol.md), the reads of documented tables used by ``mysqlq stats``, and the writes into
+its session's own intake table (a TEMPORARY table that ``queue_intake_open`` creates). Parameters
+are passed to mysqlclient as %s placeholders (the intake's rows are escaped by the connection, see
+``mysqlq.intake``); nothing else is formatted into the text.
 """
 
 from __future__ import annotations
 
 # protocol version the driver speaks; the database's queue_version must match
-PROTOCOL_VERSION = "1.5"
+PROTOCOL_VERSION = "1.6"
 
 # a procedure, not a function: creating a stored function needs SUPER where binary logging is on
 # (MySQL's default and every managed MySQL's); protocol 1.1 and older had a function
@@ -21,6 +23,17 @@ PUBLISH = "CALL queue_publish(%s, %s, %s, %s, %s, %s)"
 # content type)
 PUBLISH_MESSAGE = "CALL queue_publish_message(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 PUBLISH_BATCH = "CALL queue_publish_batch(%s, %s)"
+# the fast batch path (publish_batch, the Spark writer): the session's TEMPORARY intake table,
+# opened once per connection; its rows, sent as multi-row INSERTs; one CALL publishes them all
+INTAKE_OPEN = "CALL queue_intake_open()"
+# (followed by the rows' values, escaped by mysqlq.intake.insert_statements)
+INTAKE_INSERT_HEAD = (
+    b"INSERT INTO queue__intake (idx, msg_key, msg_id, payload, metadata, delay_ms, kind, "
+    b"content_type, priority, part_rank) VALUES "
+)
+# rows a caller's rolled-back transaction may have left (the CALL empties it otherwise)
+INTAKE_CLEAR = "DELETE FROM queue__intake"
+PUBLISH_INTAKE = "CALL queue_publish_intake(%s)"
 # a session setting the publish procedures read: refuse topics that were never configured
 STRICT_TOPICS = "SET @mysqlq_strict_topics = 1"
 TOPIC_CONFIGURE = "CALL queue_topic_configure(%s, %s, %s, %s, %s)"

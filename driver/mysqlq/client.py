@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import MySQLdb
 import MySQLdb.cursors
 
-from mysqlq import _sql, codec, version
+from mysqlq import _sql, codec, intake, version
 from mysqlq.connection import connect as open_connection
 from mysqlq.connection import execute_rows, resolve_dsn
 from mysqlq.errors import ConnectionLost, InvalidArgument, translating
@@ -89,6 +89,17 @@ def publish_args(
     )
 
 
+def intake_chunks(messages: Iterable[Any], chunk_size: int) -> Iterator[list[intake.Row]]:
+    """A batch's intake rows, one list per call. Every message is checked (and turned into its
+    row) before the first call, so bad input publishes nothing."""
+    elements = codec.batch_elements(messages, chunk_size)
+    rows = [intake.element_row(e, i) for i, e in enumerate(elements)]
+    start = 0
+    for chunk in codec.chunks(elements, chunk_size):
+        yield rows[start : start + len(chunk)]
+        start += len(chunk)
+
+
 class _Publisher:
     """Publish calls over one connection; shared by the client and its transactions."""
 
@@ -102,15 +113,11 @@ class _Publisher:
         return PublishResult.from_row(row)
 
     def _publish_batch(self, topic, messages, chunk_size) -> list[PublishResult]:
-        elements = codec.batch_elements(messages, chunk_size)
         results: list[PublishResult] = []
-        for chunk in codec.chunks(elements, chunk_size):
-            results.extend(self._publish_chunk(topic, chunk))
+        for rows in intake_chunks(messages, chunk_size):
+            found = intake.publish_rows(self._conn, topic, rows, joined=True)
+            results.extend(PublishResult.from_row(r) for r in found)
         return results
-
-    def _publish_chunk(self, topic, chunk) -> list[PublishResult]:
-        rows = self._call_rows(_sql.PUBLISH_BATCH, (topic, codec.batch_json(chunk)))
-        return [PublishResult.from_row(r) for r in rows]
 
 
 class Transaction(_Publisher):
@@ -282,12 +289,21 @@ class Client(_Publisher):
         commits on its own."""
         if conn is not None:
             return Transaction(conn).publish_batch(topic, messages, chunk_size=chunk_size)
-        elements = codec.batch_elements(messages, chunk_size)
         results: list[PublishResult] = []
-        for chunk in codec.chunks(elements, chunk_size):
-            rows = self._call_safely(_sql.PUBLISH_BATCH, (topic, codec.batch_json(chunk)))
-            results.extend(PublishResult.from_row(r) for r in rows)
+        for rows in intake_chunks(messages, chunk_size):
+            results.extend(PublishResult.from_row(r) for r in self._publish_rows(topic, rows))
         return results
+
+    @transient
+    def _publish_rows(self, topic: str, rows: list[intake.Row]) -> list[dict[str, Any]]:
+        """One chunk through the intake, committed on its own; safe to repeat (every row has an
+        id), and after a lost connection repeated whole on a new session."""
+        with self._lock:
+            try:
+                return intake.publish_rows(self._conn, topic, rows, joined=False)
+            except ConnectionLost:
+                self._reconnect()
+                raise
 
     @contextlib.contextmanager
     def transaction(

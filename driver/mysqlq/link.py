@@ -139,6 +139,21 @@ class Link:
         """Run one statement and return its first result set; transient errors are retried.
         With ``give_up_when_stopping`` a set ``stopping`` ends the retries (a final flush
         passes False: it must get through, until its own ``give_up()`` says stop)."""
+        return self.run(
+            lambda conn: execute_rows(conn, sql, args),
+            give_up_when_stopping=give_up_when_stopping,
+            give_up=give_up,
+        )
+
+    def run(
+        self,
+        work: Callable[[Any], list[dict]],
+        *,
+        give_up_when_stopping: bool = True,
+        give_up: Callable[[], bool] | None = None,
+    ) -> list[dict]:
+        """``work(connection)`` (statements that are safe to repeat together), retried as
+        :meth:`rows` retries one statement; after a lost connection on a new one."""
         stopping = self.stopping
         if stopping is not None and give_up_when_stopping:
             own = give_up
@@ -146,9 +161,9 @@ class Link:
         attempts = retrying(
             self.window, forever=self.forever, give_up=give_up, before_sleep=self._log_retry
         )
-        return attempts(self._execute, sql, args)
+        return attempts(self._execute, work)
 
-    def _execute(self, sql: str, args: tuple) -> list[dict]:
+    def _execute(self, work: Callable[[Any], list[dict]]) -> list[dict]:
         reach = self.reach
         if reach is not None and self._conn is not None and self._generation != reach.generation:
             self.close()  # another loop lost the server since this connection was opened
@@ -158,7 +173,7 @@ class Link:
             self.open()
             if self.verify_every is not None and time.monotonic() >= self._verified:
                 self._verify()
-            rows = execute_rows(self._conn, sql, args)
+            rows = work(self._conn)
         except ConnectionLost:
             self.close()  # the next attempt reconnects
             if self.reach is not None:

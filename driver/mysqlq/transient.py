@@ -92,10 +92,16 @@ def retrying(
 
 
 def transient(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorator for a method of an object with a ``retry_window``: call ``func`` under
-    :func:`retrying` for that window."""
+    """Decorator for a method of an object with a ``retry_window``: call ``func``, and after a
+    transient error again under :func:`retrying` for that window (counted from that error; the
+    first try builds no retry state: a publish's hot path)."""
 
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(self, *args, **kwargs)
+        except TransientError:
+            if not self.retry_window:
+                raise
         return retrying(self.retry_window)(func, self, *args, **kwargs)
 
     wrapper.__name__ = func.__name__

@@ -45,6 +45,8 @@ SIGNATURES: dict[str, dict[str, Any]] = {
         "p_priority": 5,
     },
     "queue_publish_batch": {"p_topic": TOPIC, "p_messages": '[{"payload": "x"}]'},
+    "queue_intake_open": {},
+    "queue_publish_intake": {"p_topic": TOPIC},
     "queue_topic_archive": {"p_topic": TOPIC, "p_archive": 1, "p_retention_ms": HOUR_MS},
     "queue_archive_purge": {"p_topic": ARCHIVED, "p_before": None, "p_limit": 10},
     "queue_topic_configure": {

@@ -173,6 +173,8 @@ PARAM_KINDS: dict[str, dict[str, list]] = {
         "p_priority": [("negative", -1, ()), ("ten", 10, ()), ("huge", 2**62, ())],
     },
     "queue_publish_batch": {"p_topic": IDENTIFIER_REQUIRED, "p_messages": MESSAGES_VALUES},
+    "queue_intake_open": {},
+    "queue_publish_intake": {"p_topic": IDENTIFIER_REQUIRED},
     "queue_topic_archive": {
         "p_topic": IDENTIFIER_REQUIRED,
         "p_archive": [("two", 2, ()), ("negative", -1, ())],

@@ -42,7 +42,13 @@ __all__ = [
 ]
 
 # every public routine belongs to exactly one list (tests/test_grants.py checks the installed ones)
-PUBLISHER_PROCEDURES = ("queue_publish", "queue_publish_message", "queue_publish_batch")
+PUBLISHER_PROCEDURES = (
+    "queue_publish",
+    "queue_publish_message",
+    "queue_publish_batch",
+    "queue_intake_open",
+    "queue_publish_intake",
+)
 CONSUMER_PROCEDURES = (
     "queue_subscribe",
     "queue_heartbeat",

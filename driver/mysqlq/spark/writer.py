@@ -1,6 +1,6 @@
 """Batch and streaming write: ``df.write.format("mysqlq")`` and ``df.writeStream.format("mysqlq")``
-publish a DataFrame's rows through ``queue_publish_batch``, in chunks, each task on its own
-connection.
+publish a DataFrame's rows in chunks, each task on its own connection: a chunk's rows go into
+the session's intake table as multi-row INSERTs and one ``queue_publish_intake`` publishes them.
 
 Every row is published with an id: its ``id`` column, or ``<write id>:<spark partition>:<row>``
 (``<query>:<batch>:<spark partition>:<row>`` in a streaming write), the same on every attempt. So
@@ -9,6 +9,7 @@ a chunk sent again, after a lost connection or by a retried task, stores nothing
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from mysqlq import _sql, codec
+from mysqlq import codec, intake
 from mysqlq.connection import resolve_dsn
 from mysqlq.errors import InvalidArgument
 from mysqlq.link import Link
@@ -61,7 +62,8 @@ def _check_write_schema(schema: StructType, topic: str | None) -> None:
 
 
 class _Publisher:
-    """Publishes rows in chunks with queue_publish_batch (runs on executors)."""
+    """Publishes rows in chunks through the session's intake table and queue_publish_intake
+    (runs on executors)."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.dsn = resolve_dsn(options.get("dsn"))
@@ -92,15 +94,13 @@ class _Publisher:
         link = Link(self.dsn, window=self.retry_window)
         link.open()
         published = duplicates = index = 0
-        chunks: dict[str, list[str]] = {}
-        ranks: dict[str, dict[str, int]] = {}
+        chunks: dict[str, list[intake.Row]] = {}
         sizes: dict[str, int] = {}
 
         def flush(topic: str, published: int, duplicates: int) -> tuple[int, int]:
             """Send the topic's chunk and start a new one: the running totals, updated."""
             p, d = self._send(link, topic, chunks[topic])
-            chunks[topic].clear()
-            ranks[topic].clear()
+            chunks[topic] = []
             sizes[topic] = 0
             return published + p, duplicates + d
 
@@ -109,30 +109,21 @@ class _Publisher:
                 n = len(columns["payload"])
                 values = [columns.get(name) or [None] * n for name in _FIELDS]
                 topics = columns.get("topic") if self.topic is None else None
-                for i, row in enumerate(zip(*values, strict=True)):
+                for i, values_row in enumerate(zip(*values, strict=True)):
                     index += 1
                     topic = self.topic if topics is None else topics[i]
                     if not topic:
                         raise InvalidArgument(f"row {index} of the partition has no topic")
-                    key = row[1]
                     chunk = chunks.setdefault(topic, [])
-                    # each keyed element's rank in its chunk (the procedure checks it and skips
-                    # numbering the chunk itself)
-                    seen = ranks.setdefault(topic, {})
-                    rank = None
-                    if key is not None:
-                        rank = seen[key] = seen.get(key, 0) + 1
-                    element = _element(row, prefix, index, rank)
-                    # a chunk also stops before its text passes codec.CHUNK_BYTES (the packet and
-                    # Group Replication's transaction size limit); a larger element goes alone,
-                    # first in a new chunk (rank 1)
-                    if chunk and sizes[topic] + len(element) > codec.CHUNK_BYTES:
+                    row = _row(values_row, prefix, index)
+                    # a chunk also stops before its payloads pass codec.CHUNK_BYTES (the packet
+                    # and Group Replication's transaction size limit); a larger row goes alone
+                    size = len(row[3])
+                    if chunk and sizes[topic] + size > codec.CHUNK_BYTES:
                         published, duplicates = flush(topic, published, duplicates)
-                        if rank is not None:
-                            rank = seen[key] = 1
-                            element = _element(row, prefix, index, 1)
-                    chunk.append(element)
-                    sizes[topic] = sizes.get(topic, 0) + len(element)
+                        chunk = chunks[topic]
+                    chunk.append(row)
+                    sizes[topic] = sizes.get(topic, 0) + size
                     if len(chunk) >= self.chunk_size:
                         published, duplicates = flush(topic, published, duplicates)
             for topic, chunk in chunks.items():
@@ -142,31 +133,37 @@ class _Publisher:
             link.close()
         return PublishCommit(published, duplicates)
 
-    def _send(self, link: Link, topic: str, chunk: list[str]) -> tuple[int, int]:
-        # every element has an id: a chunk sent again after a lost connection, a deadlock or a
+    def _send(self, link: Link, topic: str, chunk: list[intake.Row]) -> tuple[int, int]:
+        # every row has an id: a chunk sent again after a lost connection, a deadlock or a
         # lock wait timeout stores nothing twice (G1)
-        rows = link.rows(_sql.PUBLISH_BATCH, (topic, "[" + ",".join(chunk) + "]"))
+        rows = link.run(lambda conn: intake.publish_rows(conn, topic, chunk, joined=False))
         dup = sum(1 for r in rows if r["duplicate"])
         return len(rows) - dup, dup
 
 
-def _element(row: tuple[Any, ...], prefix: str, index: int, rank: int | None = None) -> str:
-    """One element of queue_publish_batch's JSON, as text (see mysqlq.codec), from a row's
-    values in the order of _FIELDS."""
-    payload, key, msg_id, metadata, delay, kind, content_type, priority = row
+def _row(values: tuple[Any, ...], prefix: str, index: int) -> intake.Row:
+    """One intake row (see mysqlq.intake) from a row's values in the order of _FIELDS."""
+    payload, key, msg_id, metadata, delay, kind, content_type, priority = values
     if payload is None:
         raise InvalidArgument(f"row {index} of the partition has a NULL payload")
     try:
-        return codec.batch_element_text(
-            payload,
+        if metadata is not None:
+            try:
+                parsed = json.loads(metadata)
+            except ValueError:
+                parsed = None
+            if not isinstance(parsed, dict):
+                raise InvalidArgument("metadata must be a JSON object")
+        return intake.row(
+            index,
+            payload.encode("utf-8") if isinstance(payload, str) else bytes(payload),
             msg_id if msg_id is not None else f"{prefix}{index}",
             key=key,
             metadata=metadata,
-            delay_millis=delay,
-            rank=rank,
+            delay_ms=delay,
             kind=kind,
             content_type=content_type,
-            priority=priority,
+            priority=codec.priority_value(priority),
         )
     except InvalidArgument as exc:
         raise InvalidArgument(f"row {index} of the partition: {exc.message}") from None

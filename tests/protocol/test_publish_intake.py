@@ -1,0 +1,194 @@
+"""The fast batch path (queue_intake_open, rows into queue__intake, queue_publish_intake) keeps
+G1, G2, G3 and G13: duplicates in a batch and in the log, a batch in a rolled-back
+transaction, concurrent publishers on one key, a bad element in the middle."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from helpers.support import call, rows, scalar
+
+import mysqlq
+from mysqlq import intake
+
+TOPIC = "intake"
+
+
+def messages(ids, key="k", **extra):
+    return [{"payload": f"p-{i}".encode(), "key": key, "id": i, **extra} for i in ids]
+
+
+def log(conn, topic=TOPIC):
+    return rows(
+        conn,
+        "SELECT partition_key AS k, msg_offset AS o, message_id AS id, payload FROM queue_messages "
+        "WHERE topic = %s ORDER BY partition_key, msg_offset",
+        topic,
+    )
+
+
+def intake_rows(conn) -> int:
+    return scalar(conn, "SELECT COUNT(*) FROM queue__intake")
+
+
+def test_duplicates_in_the_batch_and_in_the_log_are_stored_once(dsn, conn):
+    client = mysqlq.connect(dsn)
+    first = client.publish_batch(TOPIC, messages(["a", "b"]))
+    assert [(r.offset, r.duplicate) for r in first] == [(1, False), (2, False)]
+    # "b" is in the log, "c" is twice in the batch, "d" once
+    out = client.publish_batch(TOPIC, messages(["b", "c", "c", "d"]))
+    assert [(r.id, r.offset, r.duplicate) for r in out] == [
+        ("b", 2, True),
+        ("c", 3, False),
+        ("c", 3, True),
+        ("d", 4, False),
+    ]
+    assert [(r["o"], r["id"]) for r in log(conn)] == [(1, "a"), (2, "b"), (3, "c"), (4, "d")]
+    assert scalar(conn, "SELECT last_offset FROM queue_partitions WHERE topic = %s", TOPIC) == 4
+    # the intake is empty after a call, so the next batch carries nothing of this one
+    assert [r.offset for r in client.publish_batch(TOPIC, messages(["e"]))] == [5]
+
+
+def test_a_batch_in_a_rolled_back_transaction_leaves_nothing(dsn, conn):
+    client = mysqlq.connect(dsn)
+    client.publish_batch(TOPIC, messages(["a"]))
+    with pytest.raises(RuntimeError), client.transaction() as tx:
+        tx.execute("SELECT 1")
+        out = tx.publish_batch(TOPIC, messages(["b", "c"]) + messages(["x"], key="other"))
+        assert [r.offset for r in out] == [2, 3, 1]
+        raise RuntimeError("roll back")
+    assert [r["id"] for r in log(conn)] == ["a"]
+    assert scalar(conn, "SELECT last_offset FROM queue_partitions WHERE partition_key = 'k'") == 1
+    # the offsets the rolled-back batch held are given again: no gap (G3)
+    assert [r.offset for r in client.publish_batch(TOPIC, messages(["b"]))] == [2]
+
+    # the same connection, used again in a committed transaction: nothing of the rolled-back
+    # batch comes back with it
+    own = mysqlq.connect(dsn)
+    raw = own._conn
+    raw.autocommit(False)
+    tx = mysqlq.client.Transaction(raw)
+    tx.publish_batch(TOPIC, messages(["r1"]))
+    raw.rollback()
+    tx.publish_batch(TOPIC, messages(["r2"]))
+    raw.commit()
+    assert [r["id"] for r in log(conn)] == ["a", "b", "r2"]
+
+
+def test_concurrent_publishers_on_one_key_get_gap_free_commit_ordered_offsets(dsn, conn):
+    per_thread, threads = 30, 4
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            client = mysqlq.connect(dsn)
+            for b in range(per_thread // 3):
+                client.publish_batch(
+                    TOPIC, messages([f"t{n}-{b}-{i}" for i in range(3)], key="shared")
+                )
+            client.close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    got = log(conn)
+    assert [r["o"] for r in got] == list(range(1, per_thread * threads + 1))
+    # each batch's three messages are consecutive and in input order
+    by_id = {r["id"]: r["o"] for r in got}
+    for n in range(threads):
+        for b in range(per_thread // 3):
+            offsets = [by_id[f"t{n}-{b}-{i}"] for i in range(3)]
+            assert offsets == list(range(offsets[0], offsets[0] + 3))
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        ({"metadata": None, "_raw_metadata": "[1]"}, "metadata"),
+        ({"_raw_priority": 12}, "priority"),
+        ({"_raw_key": "trailing "}, "key"),
+        ({"_raw_delay": -5}, "delay_ms"),
+    ],
+)
+def test_a_bad_row_in_the_middle_is_named_and_nothing_is_written(conn, bad, field):
+    """The procedure's own check (SQL callers and any driver): the rows go in as they are, and
+    the first bad one is named by its idx; nothing is stored, the intake is left empty."""
+    call(conn, "queue_intake_open")
+    good = [
+        intake.element_row({"payload_b64": "eA==", "id": f"m{i}", "key": "k"}, i) for i in range(5)
+    ]
+    row = list(good[2])
+    row[4] = bad.get("_raw_metadata", row[4])
+    row[8] = bad.get("_raw_priority", row[8])
+    row[1] = bad.get("_raw_key", row[1])
+    row[5] = bad.get("_raw_delay", row[5])
+    good[2] = tuple(row)
+    cur = conn.cursor()
+    for statement in intake.insert_statements(conn, good):
+        cur.execute(statement)
+    with pytest.raises(Exception) as info:
+        call(conn, "queue_publish_intake", TOPIC)
+    text = str(info.value)
+    assert "MQ010" in text and "messages[2]" in text and field in text
+    assert scalar(conn, "SELECT COUNT(*) FROM queue_messages") == 0
+    assert scalar(conn, "SELECT COUNT(*) FROM queue_partitions") == 0
+    assert intake_rows(conn) == 0
+
+
+def test_the_driver_checks_every_message_before_sending_any(dsn, conn):
+    client = mysqlq.connect(dsn)
+    batch = [*messages(["a", "b"]), {"payload": b"x", "key": "k" * 192}, *messages(["c"])]
+    with pytest.raises(mysqlq.InvalidArgument, match=r"messages\[2\] key"):
+        client.publish_batch(TOPIC, batch, chunk_size=1)
+    assert scalar(conn, "SELECT COUNT(*) FROM queue_messages") == 0
+
+
+def test_an_empty_or_unopened_intake_publishes_nothing(conn):
+    assert call(conn, "queue_publish_intake", TOPIC) == []
+    call(conn, "queue_intake_open")
+    assert call(conn, "queue_publish_intake", TOPIC) == []
+    assert scalar(conn, "SELECT COUNT(*) FROM queue_topics") == 0
+
+
+def test_unkeyed_rows_fields_and_a_second_chunk(dsn, conn):
+    client = mysqlq.connect(dsn)
+    batch = [
+        {"payload": {"n": i}, "kind": "k.v", "priority": i % 3, "metadata": {"i": i}}
+        for i in range(7)
+    ]
+    out = client.publish_batch(TOPIC, batch, chunk_size=3)
+    assert len(out) == 7 and not any(r.duplicate for r in out)
+    stored = rows(
+        conn,
+        "SELECT message_id, kind, content_type, priority, metadata, payload FROM queue_messages "
+        "WHERE topic = %s",
+        TOPIC,
+    )
+    by_id = {r["message_id"]: r for r in stored}
+    for i, r in enumerate(out):
+        row = by_id[r.id]
+        assert (row["kind"], row["content_type"], row["priority"]) == (
+            "k.v",
+            "application/json",
+            i % 3,
+        )
+        assert row["payload"] == b'{"n":%d}' % i or row["payload"] == b'{"n": %d}' % i
+    # every partition's offsets are gap-free
+    for p in rows(
+        conn, "SELECT partition_id, last_offset FROM queue_partitions WHERE topic = %s", TOPIC
+    ):
+        offsets = [
+            r["msg_offset"]
+            for r in rows(
+                conn,
+                "SELECT msg_offset FROM queue_messages WHERE partition_id = %s ORDER BY msg_offset",
+                p["partition_id"],
+            )
+        ]
+        assert offsets == list(range(1, p["last_offset"] + 1))
