@@ -23,6 +23,7 @@ BEGIN  -- noqa: LT02
     DECLARE v_offset BIGINT;
     DECLARE v_duplicate TINYINT;
     DECLARE v_own_transaction INT DEFAULT 0;
+    DECLARE v_caller_id BIGINT UNSIGNED DEFAULT LAST_INSERT_ID();
     {{ m.publish_transaction_handler() }};
 
     {{ m.check_identifier('p_topic') }};
@@ -273,6 +274,8 @@ BEGIN  -- noqa: LT02
         SET p.last_offset = k.base_offset + k.row_count;
 
         {{ m.commit_if_own_transaction() }};
+        -- (a partition created here changed LAST_INSERT_ID(): the caller's is put back)
+        SET v_caller_id = LAST_INSERT_ID(v_caller_id);
 
         SELECT
             o.idx - 1 AS idx,
@@ -294,6 +297,8 @@ BEGIN  -- noqa: LT02
         );
 
         {{ m.commit_if_own_transaction() }};
+        -- (a partition created here changed LAST_INSERT_ID(): the caller's is put back)
+        SET v_caller_id = LAST_INSERT_ID(v_caller_id);
 
         -- a duplicate: in the log before this call, or an earlier element of the batch with its id
         SELECT

@@ -1,6 +1,6 @@
 {% import '_macros.sql' as m %}
 -- Publishes the rows of this session's queue__intake (see queue_intake_open) to one topic and
--- empties it: one result row (idx, offset, duplicate, partition_id, id) per row, in idx order.
+-- empties it: one result row (idx, offset, duplicate, partition_id) per row, in idx order.
 CREATE PROCEDURE queue_publish_intake(
     IN p_topic {{ m.name_param() }}
 )
@@ -18,6 +18,7 @@ intake: BEGIN  -- noqa: LT02
     DECLARE v_offset BIGINT;
     DECLARE v_duplicate TINYINT;
     DECLARE v_own_transaction INT DEFAULT 0;
+    DECLARE v_caller_id BIGINT UNSIGNED DEFAULT LAST_INSERT_ID();
     -- any error: our writes undone, the intake emptied (nothing half-written, nothing left over)
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
@@ -53,8 +54,7 @@ intake: BEGIN  -- noqa: LT02
             0 AS idx,
             0 AS `offset`,
             0 AS duplicate,
-            0 AS partition_id,
-            '' AS id
+            0 AS partition_id
         FROM DUAL
         WHERE FALSE;
         LEAVE intake;
@@ -207,14 +207,15 @@ intake: BEGIN  -- noqa: LT02
     END IF;
 
     {{ m.commit_if_own_transaction() }};
+    -- (a partition created here changed LAST_INSERT_ID(): the caller's is put back)
+    SET v_caller_id = LAST_INSERT_ID(v_caller_id);
 
     IF v_conflict = 0 THEN
         SELECT
             i.idx,
             tp.base_offset + i.part_rank AS `offset`,
             0 AS duplicate,
-            tp.partition_id,
-            i.msg_id AS id
+            tp.partition_id
         FROM queue__intake AS i
         STRAIGHT_JOIN queue__publish_parts AS tp
             ON COALESCE(i.msg_key, '') = tp.part_key AND {{ m.intake_slot() }} = tp.slot
@@ -228,8 +229,7 @@ intake: BEGIN  -- noqa: LT02
                 msg.msg_offset <= tp.base_offset
                 OR i.idx > MIN(i.idx) OVER (PARTITION BY tp.partition_id, i.msg_id), 1, 0
             ) AS duplicate,
-            tp.partition_id,
-            msg.message_id AS id
+            tp.partition_id
         FROM queue__intake AS i
         STRAIGHT_JOIN queue__publish_parts AS tp
             ON COALESCE(i.msg_key, '') = tp.part_key AND {{ m.intake_slot() }} = tp.slot

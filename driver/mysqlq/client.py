@@ -92,12 +92,15 @@ def publish_args(
 def intake_chunks(messages: Iterable[Any], chunk_size: int) -> Iterator[list[intake.Row]]:
     """A batch's intake rows, one list per call. Every message is checked (and turned into its
     row) before the first call, so bad input publishes nothing."""
-    elements = codec.batch_elements(messages, chunk_size)
-    rows = [intake.element_row(e, i) for i, e in enumerate(elements)]
-    start = 0
-    for chunk in codec.chunks(elements, chunk_size):
-        yield rows[start : start + len(chunk)]
-        start += len(chunk)
+    return intake.chunks(intake.message_rows(messages, chunk_size), chunk_size)
+
+
+def intake_results(rows: list[intake.Row], found: list[tuple]) -> list[PublishResult]:
+    """A call's results (idx order, as its rows), each with its row's id."""
+    return [
+        PublishResult(int(offset), bool(duplicate), int(pid), row[2])
+        for row, (_idx, offset, duplicate, pid) in zip(rows, found, strict=True)
+    ]
 
 
 class _Publisher:
@@ -116,7 +119,7 @@ class _Publisher:
         results: list[PublishResult] = []
         for rows in intake_chunks(messages, chunk_size):
             found = intake.publish_rows(self._conn, topic, rows, joined=True)
-            results.extend(PublishResult.from_row(r) for r in found)
+            results.extend(intake_results(rows, found))
         return results
 
 
@@ -291,11 +294,11 @@ class Client(_Publisher):
             return Transaction(conn).publish_batch(topic, messages, chunk_size=chunk_size)
         results: list[PublishResult] = []
         for rows in intake_chunks(messages, chunk_size):
-            results.extend(PublishResult.from_row(r) for r in self._publish_rows(topic, rows))
+            results.extend(intake_results(rows, self._publish_rows(topic, rows)))
         return results
 
     @transient
-    def _publish_rows(self, topic: str, rows: list[intake.Row]) -> list[dict[str, Any]]:
+    def _publish_rows(self, topic: str, rows: list[intake.Row]) -> list[tuple[int, int, int, int]]:
         """One chunk through the intake, committed on its own; safe to repeat (every row has an
         id), and after a lost connection repeated whole on a new session."""
         with self._lock:

@@ -249,16 +249,22 @@ def _redact(dsn: str) -> str:
 
 
 def execute_rows(
-    conn: MySQLdb.connections.Connection, sql: str, args: Sequence[Any] | None = None
-) -> list[dict[str, Any]]:
-    """Run one statement; return the rows of its first result set as dicts and read the rest
-    (a CALL sends a final status after its result), raising mysqlq errors."""
+    conn: MySQLdb.connections.Connection,
+    sql: str,
+    args: Sequence[Any] | None = None,
+    *,
+    tuples: bool = False,
+) -> list[Any]:
+    """Run one statement; return the rows of its first result set as dicts (``tuples``: as
+    tuples, for a large result) and read the rest (a CALL sends a final status after its
+    result), raising mysqlq errors."""
     try:
         with translating():
-            cur = conn.cursor(MySQLdb.cursors.DictCursor)
+            cur = conn.cursor() if tuples else conn.cursor(MySQLdb.cursors.DictCursor)
             try:
                 cur.execute(sql, args)
-                rows = [dict(row) for row in cur.fetchall() or []]
+                found = cur.fetchall() or ()
+                rows = list(found) if tuples else [dict(row) for row in found]
                 while cur.nextset():
                     pass
                 return rows

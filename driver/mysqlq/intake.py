@@ -9,15 +9,14 @@ DELETE first clears what a rolled-back transaction may have put back.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import MySQLdb
 
-from mysqlq import _sql
+from mysqlq import _sql, codec
 from mysqlq.connection import execute_rows
 from mysqlq.errors import InvalidArgument, translating
 
@@ -26,6 +25,14 @@ from mysqlq.errors import InvalidArgument, translating
 STATEMENT_BYTES = 4 << 20
 
 Row = tuple[Any, ...]
+
+
+def _check_text(idx: int, name: str, value: Any) -> None:
+    if not (isinstance(value, str) and 1 <= len(value) <= 191 and value[-1] != " "):
+        raise InvalidArgument(
+            f"messages[{idx}] {name} must be None or a string of 1 to 191 characters, "
+            f"not ending in a space (got {value!r:.60})"
+        )
 
 
 def row(
@@ -42,19 +49,10 @@ def row(
 ) -> Row:
     """An intake row (without its rank), its text fields checked as the server checks them (the
     server checks the rest, and names the row by ``idx``)."""
-    for name, value in (
-        ("key", key),
-        ("id", msg_id),
-        ("kind", kind),
-        ("content_type", content_type),
-    ):
-        if value is not None and not (
-            isinstance(value, str) and 1 <= len(value) <= 191 and not value.endswith(" ")
-        ):
-            raise InvalidArgument(
-                f"messages[{idx}] {name} must be None or a string of 1 to 191 characters, "
-                f"not ending in a space (got {value!r:.60})"
-            )
+    _check_text(idx, "id", msg_id)
+    for name, value in (("key", key), ("kind", kind), ("content_type", content_type)):
+        if value is not None:
+            _check_text(idx, name, value)
     return (
         idx,
         key,
@@ -69,20 +67,83 @@ def row(
     )
 
 
-def element_row(element: dict[str, Any], idx: int) -> Row:
-    """An intake row (without its rank) from an element of :func:`mysqlq.codec.batch_elements`."""
-    metadata = element.get("metadata")
-    return row(
+def message_row(message: Any, default_id: str, idx: int) -> Row:
+    """An intake row (without its rank) from a message as ``publish_batch`` takes it: a payload
+    (bytes or str) or a mapping of :data:`mysqlq.codec.BATCH_FIELDS`; checked whole, so that bad
+    input is refused before anything is sent. ``default_id``: the id of a message given without
+    one (made by the driver: a retry after a lost reply is then recognised as a duplicate)."""
+    if type(message) is bytes:
+        return (idx, None, default_id, message, None, 0, None, codec.CONTENT_OCTETS, 0, None)
+    if isinstance(message, (bytearray, memoryview, str)):
+        message = {"payload": message}
+    if not isinstance(message, Mapping):
+        raise InvalidArgument(
+            "publish_batch takes payloads (bytes or str) or mappings with a 'payload' key"
+        )
+    if not message.keys() <= codec.BATCH_FIELDS:
+        unknown = message.keys() - codec.BATCH_FIELDS
+        raise InvalidArgument(f"unknown message field(s): {', '.join(sorted(unknown))}")
+    if "payload" not in message:
+        raise InvalidArgument("every message needs a 'payload'")
+    get = message.get
+    data, content_type = codec.encode_payload(message["payload"], get("content_type"))
+    key, msg_id, kind = get("key"), get("id"), get("kind")
+    metadata, delay, priority = get("metadata"), get("delay"), get("priority")
+    if msg_id is None:
+        msg_id = default_id
+    else:
+        _check_text(idx, "id", msg_id)
+    for name, value in (("key", key), ("kind", kind), ("content_type", content_type)):
+        if value is not None:
+            _check_text(idx, name, value)
+    return (
         idx,
-        base64.b64decode(element["payload_b64"]),
-        element["id"],
-        key=element.get("key"),
-        metadata=None if metadata is None else json.dumps(metadata, separators=(",", ":")),
-        delay_ms=element.get("delay_ms"),
-        kind=element.get("kind"),
-        content_type=element.get("content_type"),
-        priority=element.get("priority"),
+        key,
+        msg_id,
+        data,
+        None if metadata is None else codec.metadata_json(metadata),
+        codec.delay_ms(delay) if delay else 0,
+        kind,
+        content_type,
+        0 if priority is None else codec.priority_value(priority),
+        None,
     )
+
+
+def message_rows(messages: Any, chunk_size: Any) -> list[Row]:
+    """Every message of a ``publish_batch`` call as its intake row, numbered from 0."""
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
+        raise InvalidArgument(f"chunk_size must be an integer, not {chunk_size!r}")
+    if not 1 <= chunk_size <= 100_000:
+        raise InvalidArgument("chunk_size must be between 1 and 100000")
+    if isinstance(messages, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(
+        messages, Iterable
+    ):
+        raise InvalidArgument(
+            "messages must be an iterable of payloads or message mappings, "
+            f"not {type(messages).__name__}"
+        )
+    # one uuid per call: ids the driver makes for messages without one
+    prefix = uuid.uuid4().hex
+    return [message_row(m, f"{prefix}-{i}", i) for i, m in enumerate(messages)]
+
+
+def chunks(rows: list[Row], chunk_size: int, max_bytes: int | None = None) -> Iterator[list[Row]]:
+    """``rows`` in order, in calls of at most ``chunk_size`` rows whose payloads add up to at most
+    ``max_bytes`` (default :data:`mysqlq.codec.CHUNK_BYTES`, counted as base64 as the JSON batch
+    counts them; a single larger row goes alone)."""
+    max_bytes = codec.CHUNK_BYTES if max_bytes is None else max_bytes
+    chunk: list[Row] = []
+    size = 0
+    for r in rows:
+        n = 4 * ((len(r[3]) + 2) // 3)
+        if chunk and (len(chunk) >= chunk_size or size + n > max_bytes):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(r)
+        size += n
+    if chunk:
+        yield chunk
 
 
 def ranked(rows: list[Row]) -> list[Row]:
@@ -135,9 +196,10 @@ def insert_statements(conn: MySQLdb.connections.Connection, rows: list[Row]) -> 
 
 def publish_rows(
     conn: MySQLdb.connections.Connection, topic: str, rows: list[Row], *, joined: bool
-) -> list[dict[str, Any]]:
+) -> list[tuple[int, int, int, int]]:
     """Publish ``rows`` (intake rows) to ``topic`` over ``conn``: in its transaction when
-    ``joined``, else each call commits on its own. Result rows in idx order."""
+    ``joined``, else each call commits on its own. Returns the result rows ``(idx, offset,
+    duplicate, partition_id)`` in idx order (the ids are the rows' own)."""
     with translating():
         cur = conn.cursor()
         try:
@@ -158,4 +220,4 @@ def publish_rows(
                 raise
         finally:
             cur.close()
-    return execute_rows(conn, _sql.PUBLISH_INTAKE, (topic,))
+    return execute_rows(conn, _sql.PUBLISH_INTAKE, (topic,), tuples=True)

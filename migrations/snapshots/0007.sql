@@ -2227,6 +2227,7 @@ BEGIN
     DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_slot INT DEFAULT -1;
     DECLARE v_own_transaction INT DEFAULT 0;
+    DECLARE v_caller_id BIGINT UNSIGNED;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
         DECLARE CONTINUE HANDLER FOR 1305 BEGIN END;
@@ -2257,6 +2258,7 @@ BEGIN
     SET v_key = COALESCE(p_partition_key, '');
     SET v_id = COALESCE(p_id, CAST(UUID() AS CHAR));
 
+    SET v_caller_id = LAST_INSERT_ID();
     IF @@autocommit = 1 THEN
         BEGIN
             DECLARE CONTINUE HANDLER FOR 1568 SET v_own_transaction = -1;
@@ -2275,44 +2277,71 @@ BEGIN
         WHERE t.topic = p_topic;
         SET v_slot = CRC32(v_id) % v_partitions;
     END IF;
-    IF v_own_transaction = 0 AND v_slot IS NOT NULL THEN
-        SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
-        WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
-    END IF;
-    IF v_slot IS NOT NULL AND (v_own_transaction = 1 OR v_pid IS NOT NULL) THEN
-        SELECT
-            MAX(p.partition_id),
-            MAX(p.last_offset) + 1
-        INTO v_pid, v_offset
-        FROM queue_partitions AS p
-        WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot
-        FOR UPDATE;
-    END IF;
 
-    IF v_offset IS NOT NULL THEN
-        BEGIN
-            DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
-            INSERT INTO queue_messages (
-                partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
-                published_at, deliver_at
-            ) VALUES (
-                v_pid, v_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
-                v_now, v_now + COALESCE(p_delay_ms, 0)
-            );
-        END;
-        IF v_duplicate = 0 THEN
-            UPDATE queue_partitions SET last_offset = v_offset
-            WHERE partition_id = v_pid;
-        ELSE
-            SELECT MAX(msg.msg_offset) INTO v_offset
-            FROM queue_messages AS msg
-            WHERE msg.partition_id = v_pid AND msg.message_id = v_id
-            LOCK IN SHARE MODE;
-            IF v_offset IS NULL THEN
-                SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ090 offset already taken in the partition; its sequence row was not locked';
+    IF v_own_transaction = 1 AND v_slot IS NOT NULL THEN
+        UPDATE queue_partitions SET last_offset = LAST_INSERT_ID(last_offset + 1)
+        WHERE topic = p_topic AND partition_key = v_key AND slot = v_slot;
+        IF ROW_COUNT() = 1 THEN
+            SET v_offset = LAST_INSERT_ID();
+            BEGIN
+                DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+                INSERT INTO queue_messages (
+                    partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
+                    published_at, deliver_at
+                )
+                SELECT
+                    p.partition_id, v_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
+                    v_now, v_now + COALESCE(p_delay_ms, 0)
+                FROM queue_partitions AS p
+                WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
+            END;
+            IF v_duplicate = 1 THEN
+                UPDATE queue_partitions SET last_offset = last_offset - 1
+                WHERE topic = p_topic AND partition_key = v_key AND slot = v_slot;
+                SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
+                WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
+                SET v_offset = NULL;
             END IF;
         END IF;
-    ELSE
+    ELSEIF v_slot IS NOT NULL THEN
+        SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
+        WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
+        IF v_pid IS NOT NULL THEN
+            SELECT
+                MAX(p.partition_id),
+                MAX(p.last_offset) + 1
+            INTO v_pid, v_offset
+            FROM queue_partitions AS p
+            WHERE p.partition_id = v_pid
+            FOR UPDATE;
+            BEGIN
+                DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+                INSERT INTO queue_messages (
+                    partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
+                    published_at, deliver_at
+                ) VALUES (
+                    v_pid, v_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
+                    v_now, v_now + COALESCE(p_delay_ms, 0)
+                );
+            END;
+            IF v_duplicate = 0 THEN
+                UPDATE queue_partitions SET last_offset = v_offset
+                WHERE partition_id = v_pid;
+            ELSE
+                SET v_offset = NULL;
+            END IF;
+        END IF;
+    END IF;
+
+    IF v_duplicate = 1 THEN
+        SELECT MAX(msg.msg_offset) INTO v_offset
+        FROM queue_messages AS msg
+        WHERE msg.partition_id = v_pid AND msg.message_id = v_id
+        LOCK IN SHARE MODE;
+        IF v_offset IS NULL THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ090 offset already taken in the partition; its sequence row was not locked';
+        END IF;
+    ELSEIF v_offset IS NULL THEN
         CALL queue__append(
             p_topic, p_partition_key, v_id, p_payload, p_metadata, NULL, NULL, 0,
             p_delay_ms, v_now,
@@ -2324,11 +2353,22 @@ BEGIN
     ELSE
         RELEASE SAVEPOINT mysqlq_publish;
     END IF;
-    SELECT
-        v_offset AS `offset`,
-        v_duplicate AS duplicate,
-        v_pid AS partition_id,
-        v_id AS id;
+    SET v_caller_id = LAST_INSERT_ID(v_caller_id);
+    IF v_pid IS NULL THEN
+        SELECT
+            v_offset AS `offset`,
+            v_duplicate AS duplicate,
+            p.partition_id,
+            v_id AS id
+        FROM queue_partitions AS p
+        WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
+    ELSE
+        SELECT
+            v_offset AS `offset`,
+            v_duplicate AS duplicate,
+            v_pid AS partition_id,
+            v_id AS id;
+    END IF;
 END
 
 -- mysqlq:object procedure queue_publish_batch
@@ -2353,6 +2393,7 @@ BEGIN
     DECLARE v_offset BIGINT;
     DECLARE v_duplicate TINYINT;
     DECLARE v_own_transaction INT DEFAULT 0;
+    DECLARE v_caller_id BIGINT UNSIGNED DEFAULT LAST_INSERT_ID();
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
         DECLARE CONTINUE HANDLER FOR 1305 BEGIN END;
@@ -2843,6 +2884,7 @@ BEGIN
     ELSE
         RELEASE SAVEPOINT mysqlq_publish;
     END IF;
+        SET v_caller_id = LAST_INSERT_ID(v_caller_id);
 
         SELECT
             o.idx - 1 AS idx,
@@ -2866,6 +2908,7 @@ BEGIN
     ELSE
         RELEASE SAVEPOINT mysqlq_publish;
     END IF;
+        SET v_caller_id = LAST_INSERT_ID(v_caller_id);
 
         SELECT
             o.idx - 1 AS idx,
@@ -2903,6 +2946,7 @@ intake: BEGIN
     DECLARE v_offset BIGINT;
     DECLARE v_duplicate TINYINT;
     DECLARE v_own_transaction INT DEFAULT 0;
+    DECLARE v_caller_id BIGINT UNSIGNED DEFAULT LAST_INSERT_ID();
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
         DECLARE CONTINUE HANDLER FOR 1305 BEGIN END;
@@ -2951,8 +2995,7 @@ intake: BEGIN
             0 AS idx,
             0 AS `offset`,
             0 AS duplicate,
-            0 AS partition_id,
-            '' AS id
+            0 AS partition_id
         FROM DUAL
         WHERE FALSE;
         LEAVE intake;
@@ -3126,14 +3169,14 @@ intake: BEGIN
     ELSE
         RELEASE SAVEPOINT mysqlq_publish;
     END IF;
+    SET v_caller_id = LAST_INSERT_ID(v_caller_id);
 
     IF v_conflict = 0 THEN
         SELECT
             i.idx,
             tp.base_offset + i.part_rank AS `offset`,
             0 AS duplicate,
-            tp.partition_id,
-            i.msg_id AS id
+            tp.partition_id
         FROM queue__intake AS i
         STRAIGHT_JOIN queue__publish_parts AS tp
             ON COALESCE(i.msg_key, '') = tp.part_key AND IF(i.msg_key IS NULL, CRC32(i.msg_id) % v_partitions + i.priority * 4096, -1) = tp.slot
@@ -3146,8 +3189,7 @@ intake: BEGIN
                 msg.msg_offset <= tp.base_offset
                 OR i.idx > MIN(i.idx) OVER (PARTITION BY tp.partition_id, i.msg_id), 1, 0
             ) AS duplicate,
-            tp.partition_id,
-            msg.message_id AS id
+            tp.partition_id
         FROM queue__intake AS i
         STRAIGHT_JOIN queue__publish_parts AS tp
             ON COALESCE(i.msg_key, '') = tp.part_key AND IF(i.msg_key IS NULL, CRC32(i.msg_id) % v_partitions + i.priority * 4096, -1) = tp.slot
@@ -3186,6 +3228,7 @@ BEGIN
     DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_slot INT DEFAULT -1;
     DECLARE v_own_transaction INT DEFAULT 0;
+    DECLARE v_caller_id BIGINT UNSIGNED;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
         DECLARE CONTINUE HANDLER FOR 1305 BEGIN END;
@@ -3225,6 +3268,7 @@ BEGIN
     SET v_key = COALESCE(p_partition_key, '');
     SET v_id = COALESCE(p_id, CAST(UUID() AS CHAR));
 
+    SET v_caller_id = LAST_INSERT_ID();
     IF @@autocommit = 1 THEN
         BEGIN
             DECLARE CONTINUE HANDLER FOR 1568 SET v_own_transaction = -1;
@@ -3243,44 +3287,71 @@ BEGIN
         WHERE t.topic = p_topic;
         SET v_slot = CRC32(v_id) % v_partitions + COALESCE(p_priority, 0) * 4096;
     END IF;
-    IF v_own_transaction = 0 AND v_slot IS NOT NULL THEN
-        SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
-        WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
-    END IF;
-    IF v_slot IS NOT NULL AND (v_own_transaction = 1 OR v_pid IS NOT NULL) THEN
-        SELECT
-            MAX(p.partition_id),
-            MAX(p.last_offset) + 1
-        INTO v_pid, v_offset
-        FROM queue_partitions AS p
-        WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot
-        FOR UPDATE;
-    END IF;
 
-    IF v_offset IS NOT NULL THEN
-        BEGIN
-            DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
-            INSERT INTO queue_messages (
-                partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
-                published_at, deliver_at, kind, content_type, priority
-            ) VALUES (
-                v_pid, v_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
-                v_now, v_now + COALESCE(p_delay_ms, 0), p_kind, p_content_type, COALESCE(p_priority, 0)
-            );
-        END;
-        IF v_duplicate = 0 THEN
-            UPDATE queue_partitions SET last_offset = v_offset
-            WHERE partition_id = v_pid;
-        ELSE
-            SELECT MAX(msg.msg_offset) INTO v_offset
-            FROM queue_messages AS msg
-            WHERE msg.partition_id = v_pid AND msg.message_id = v_id
-            LOCK IN SHARE MODE;
-            IF v_offset IS NULL THEN
-                SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ090 offset already taken in the partition; its sequence row was not locked';
+    IF v_own_transaction = 1 AND v_slot IS NOT NULL THEN
+        UPDATE queue_partitions SET last_offset = LAST_INSERT_ID(last_offset + 1)
+        WHERE topic = p_topic AND partition_key = v_key AND slot = v_slot;
+        IF ROW_COUNT() = 1 THEN
+            SET v_offset = LAST_INSERT_ID();
+            BEGIN
+                DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+                INSERT INTO queue_messages (
+                    partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
+                    published_at, deliver_at, kind, content_type, priority
+                )
+                SELECT
+                    p.partition_id, v_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
+                    v_now, v_now + COALESCE(p_delay_ms, 0), p_kind, p_content_type, COALESCE(p_priority, 0)
+                FROM queue_partitions AS p
+                WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
+            END;
+            IF v_duplicate = 1 THEN
+                UPDATE queue_partitions SET last_offset = last_offset - 1
+                WHERE topic = p_topic AND partition_key = v_key AND slot = v_slot;
+                SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
+                WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
+                SET v_offset = NULL;
             END IF;
         END IF;
-    ELSE
+    ELSEIF v_slot IS NOT NULL THEN
+        SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
+        WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
+        IF v_pid IS NOT NULL THEN
+            SELECT
+                MAX(p.partition_id),
+                MAX(p.last_offset) + 1
+            INTO v_pid, v_offset
+            FROM queue_partitions AS p
+            WHERE p.partition_id = v_pid
+            FOR UPDATE;
+            BEGIN
+                DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+                INSERT INTO queue_messages (
+                    partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
+                    published_at, deliver_at, kind, content_type, priority
+                ) VALUES (
+                    v_pid, v_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
+                    v_now, v_now + COALESCE(p_delay_ms, 0), p_kind, p_content_type, COALESCE(p_priority, 0)
+                );
+            END;
+            IF v_duplicate = 0 THEN
+                UPDATE queue_partitions SET last_offset = v_offset
+                WHERE partition_id = v_pid;
+            ELSE
+                SET v_offset = NULL;
+            END IF;
+        END IF;
+    END IF;
+
+    IF v_duplicate = 1 THEN
+        SELECT MAX(msg.msg_offset) INTO v_offset
+        FROM queue_messages AS msg
+        WHERE msg.partition_id = v_pid AND msg.message_id = v_id
+        LOCK IN SHARE MODE;
+        IF v_offset IS NULL THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ090 offset already taken in the partition; its sequence row was not locked';
+        END IF;
+    ELSEIF v_offset IS NULL THEN
         CALL queue__append(
             p_topic, p_partition_key, v_id, p_payload, p_metadata, p_kind, p_content_type, COALESCE(p_priority, 0),
             p_delay_ms, v_now,
@@ -3292,11 +3363,22 @@ BEGIN
     ELSE
         RELEASE SAVEPOINT mysqlq_publish;
     END IF;
-    SELECT
-        v_offset AS `offset`,
-        v_duplicate AS duplicate,
-        v_pid AS partition_id,
-        v_id AS id;
+    SET v_caller_id = LAST_INSERT_ID(v_caller_id);
+    IF v_pid IS NULL THEN
+        SELECT
+            v_offset AS `offset`,
+            v_duplicate AS duplicate,
+            p.partition_id,
+            v_id AS id
+        FROM queue_partitions AS p
+        WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
+    ELSE
+        SELECT
+            v_offset AS `offset`,
+            v_duplicate AS duplicate,
+            v_pid AS partition_id,
+            v_id AS id;
+    END IF;
 END
 
 -- mysqlq:object procedure queue_redrive

@@ -13,7 +13,7 @@ revision = "0007"
 down_revision = "0006"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "6a8107789552dbebea469aef23cc27a58a96bf56625df99d7e284224826c6bf5"
+snapshot_sha256 = "3927de173e5210c8891e050bd47f63857db6fd686aa3e53a187bd055015b45ce"
 
 
 def upgrade() -> None:

@@ -238,3 +238,30 @@ def test_fetch_does_not_wait_on_a_publisher_past_a_delayed_message(conn, connect
     assert consumer.fetch() == []  # no lock wait timeout: the delayed message waits in a row
     open_tx.commit()
     assert [m["id"] for m in consumer.fetch()] == ["next"]
+
+
+def test_publish_leaves_the_callers_last_insert_id(conn):
+    """The hot path reads its offset through LAST_INSERT_ID(expr) and puts the caller's back: an
+    outbox writer that inserts its row, publishes, then reads LAST_INSERT_ID() gets its row's id."""
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE app_orders (id BIGINT AUTO_INCREMENT PRIMARY KEY, note TEXT)")
+    cur.execute("INSERT INTO app_orders (note) VALUES ('a'), ('b')")
+    cur.execute("INSERT INTO app_orders (note) VALUES ('c')")
+    own = scalar(conn, "SELECT LAST_INSERT_ID()")
+    assert own == 3
+    for i in range(3):  # a new partition (the general path), then the hot path, then a duplicate
+        publish(conn, "orders", "k", f"m-{min(i, 1)}", b"x")
+        assert scalar(conn, "SELECT LAST_INSERT_ID()") == own
+    publish(conn, "events", None, None, b"unkeyed")
+    publish(conn, "events", None, None, b"unkeyed again")
+    assert scalar(conn, "SELECT LAST_INSERT_ID()") == own
+    # the batch paths create partitions too
+    batch = [{"payload": "x", "key": f"b{i}"} for i in range(3)]
+    call(conn, "queue_publish_batch", "orders", json.dumps(batch))
+    assert scalar(conn, "SELECT LAST_INSERT_ID()") == own
+    call(conn, "queue_intake_open")
+    cur.execute(
+        "INSERT INTO queue__intake (idx, msg_key, msg_id, payload) VALUES (0, 'n1', 'i1', 'x')"
+    )
+    assert len(call(conn, "queue_publish_intake", "orders")) == 1
+    assert scalar(conn, "SELECT LAST_INSERT_ID()") == own

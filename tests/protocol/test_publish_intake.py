@@ -120,9 +120,7 @@ def test_a_bad_row_in_the_middle_is_named_and_nothing_is_written(conn, bad, fiel
     """The procedure's own check (SQL callers and any driver): the rows go in as they are, and
     the first bad one is named by its idx; nothing is stored, the intake is left empty."""
     call(conn, "queue_intake_open")
-    good = [
-        intake.element_row({"payload_b64": "eA==", "id": f"m{i}", "key": "k"}, i) for i in range(5)
-    ]
+    good = [intake.row(i, b"x", f"m{i}", key="k") for i in range(5)]
     row = list(good[2])
     row[4] = bad.get("_raw_metadata", row[4])
     row[8] = bad.get("_raw_priority", row[8])

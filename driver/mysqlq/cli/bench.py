@@ -36,6 +36,11 @@ from mysqlq.connection import DSN_ENV
 )
 @click.option("--seconds", type=click.FloatRange(min=1), help="Steady-state duration.")
 @click.option(
+    "--rounds",
+    type=click.IntRange(1),
+    help="Publish rounds, each workload's median reported (default: 3; 1 with --quick).",
+)
+@click.option(
     "--only",
     type=click.Choice(["publish", "consume", "effects", "steady"]),
     multiple=True,
@@ -51,6 +56,7 @@ def bench(
     rate: float,
     seconds: float | None,
     only: tuple[str, ...],
+    rounds: int | None,
 ) -> None:
     """Measure mysqlq beside raw INSERTs, a SKIP LOCKED queue and kombu, on one server.
 
@@ -71,6 +77,7 @@ def bench(
         steady_rate=rate,
         steady_seconds=seconds,
         only=only,
+        rounds=rounds,
     )
     server = None
     dsn = dsn or os.environ.get(DSN_ENV)

@@ -137,7 +137,7 @@ class _Publisher:
         # every row has an id: a chunk sent again after a lost connection, a deadlock or a
         # lock wait timeout stores nothing twice (G1)
         rows = link.run(lambda conn: intake.publish_rows(conn, topic, chunk, joined=False))
-        dup = sum(1 for r in rows if r["duplicate"])
+        dup = sum(1 for r in rows if r[2])
         return len(rows) - dup, dup
 
 
