@@ -544,3 +544,19 @@ CASE
 {% macro intake_slot(i='i') -%}
 IF({{ i }}.msg_key IS NULL, CRC32({{ i }}.msg_id) % v_partitions + {{ i }}.priority * {{ PRIORITY_SLOTS }}, {{ SLOT_KEYED }})
 {%- endmacro %}
+
+{#- The session table of a batch's partitions (queue_publish_batch and queue_publish_intake; read
+    and filled in by queue__lock_partitions): one definition for both. -#}
+{% macro create_publish_parts() -%}
+CREATE TEMPORARY TABLE queue__publish_parts (
+        part_key {{ name_local() }} NOT NULL,
+        slot INT NOT NULL,
+        row_count INT NOT NULL,
+        ranked TINYINT NOT NULL,
+        -- queue_publish_intake: the idx of the partition's first bad row
+        first_bad INT NULL,
+        partition_id BIGINT NULL,
+        base_offset BIGINT NULL,
+        PRIMARY KEY (part_key, slot)
+    ) ENGINE = InnoDB
+{%- endmacro %}

@@ -16,7 +16,7 @@ BEGIN  -- noqa: LT02
     DECLARE v_key {{ m.name_local() }};
     DECLARE v_slot INT DEFAULT {{ m.SLOT_KEYED }};
     DECLARE v_own_transaction INT DEFAULT 0;
-    DECLARE v_caller_id BIGINT UNSIGNED;
+    DECLARE v_caller_id BIGINT UNSIGNED DEFAULT LAST_INSERT_ID();
     {{ m.publish_transaction_handler() }};
 
     {{ m.check_identifier('p_topic') }};
@@ -37,96 +37,60 @@ BEGIN  -- noqa: LT02
     SET v_key = COALESCE(p_partition_key, '');
     SET v_id = COALESCE(p_id, CAST(UUID() AS CHAR));
 
-    -- the caller's LAST_INSERT_ID(), put back before we return (the hot path reads its offset
-    -- through it, and a new partition's AUTO_INCREMENT id would change it)
-    SET v_caller_id = LAST_INSERT_ID();
     {{ m.begin_unless_in_transaction() }};
 
+    -- the hot path: a partition that exists. Its sequence row is locked at once in our own READ
+    -- COMMITTED transaction; in the caller's (perhaps REPEATABLE READ) one, a locking read of a
+    -- missing row would lock the gap and block publishers creating other partitions, so the row is
+    -- found first by a plain read
     IF p_partition_key IS NULL THEN
         SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
         WHERE t.topic = p_topic;
         SET v_slot = {{ m.unkeyed_slot('v_id', priority) }};
     END IF;
-
-    IF v_own_transaction = 1 AND v_slot IS NOT NULL THEN
-        -- the hot path, in our own READ COMMITTED transaction: the sequence row is locked and
-        -- moved by one UPDATE, its new value read back through LAST_INSERT_ID(expr) (MySQL's
-        -- sequence idiom), and the INSERT
-        -- takes the partition id from the row it now holds
-        UPDATE queue_partitions SET last_offset = LAST_INSERT_ID(last_offset + 1)
-        WHERE topic = p_topic AND partition_key = v_key AND slot = v_slot;
-        IF ROW_COUNT() = 1 THEN
-            SET v_offset = LAST_INSERT_ID();
-            BEGIN
-                DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
-                INSERT INTO queue_messages (
-                    partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
-                    published_at, deliver_at{% if extended %}, kind, content_type, priority{% endif %}
-
-                )
-                SELECT
-                    p.partition_id, v_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
-                    v_now, v_now + COALESCE(p_delay_ms, 0){% if extended %}, p_kind, p_content_type, {{ priority }}{% endif %}
-
-                FROM queue_partitions AS p
-                WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
-            END;
-            IF v_duplicate = 1 THEN
-                -- G1: the sequence moved back (we hold its row), and the first copy's offset
-                UPDATE queue_partitions SET last_offset = last_offset - 1
-                WHERE topic = p_topic AND partition_key = v_key AND slot = v_slot;
-                SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
-                WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
-                SET v_offset = NULL;
-            END IF;
-        END IF;
-    ELSEIF v_slot IS NOT NULL THEN
-        -- in the caller's (perhaps REPEATABLE READ) transaction, a locking read of a missing row
-        -- would lock the gap and block publishers creating other partitions, so the row is found
-        -- first by a plain read, then locked
+    IF v_own_transaction = 0 AND v_slot IS NOT NULL THEN
         SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
         WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
-        IF v_pid IS NOT NULL THEN
-            -- (aggregates: a missing row gives NULLs, not a "no data" warning)
-            SELECT
-                MAX(p.partition_id),
-                MAX(p.last_offset) + 1
-            INTO v_pid, v_offset
-            FROM queue_partitions AS p
-            WHERE p.partition_id = v_pid
-            FOR UPDATE;
-            BEGIN
-                DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
-                INSERT INTO queue_messages (
-                    partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
-                    published_at, deliver_at{% if extended %}, kind, content_type, priority{% endif %}
-
-                ) VALUES (
-                    v_pid, v_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
-                    v_now, v_now + COALESCE(p_delay_ms, 0){% if extended %}, p_kind, p_content_type, {{ priority }}{% endif %}
-
-                );
-            END;
-            IF v_duplicate = 0 THEN
-                UPDATE queue_partitions SET last_offset = v_offset
-                WHERE partition_id = v_pid;
-            ELSE
-                SET v_offset = NULL;
-            END IF;
-        END IF;
+    END IF;
+    IF v_slot IS NOT NULL AND (v_own_transaction = 1 OR v_pid IS NOT NULL) THEN
+        -- (aggregates: a missing row gives NULLs, not a "no data" warning)
+        SELECT
+            MAX(p.partition_id),
+            MAX(p.last_offset) + 1
+        INTO v_pid, v_offset
+        FROM queue_partitions AS p
+        WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot
+        FOR UPDATE;
     END IF;
 
-    IF v_duplicate = 1 THEN
-        -- G1: the first copy's offset (it may have committed after our snapshot)
-        SELECT MAX(msg.msg_offset) INTO v_offset
-        FROM queue_messages AS msg
-        WHERE msg.partition_id = v_pid AND msg.message_id = v_id
-        LOCK IN SHARE MODE;
-        IF v_offset IS NULL THEN
-            -- the key that clashed was the offset, not the id: never report that as a duplicate
-            {{ m.fail(m.E_INTERNAL, 'offset already taken in the partition; its sequence row was not locked') }};
+    IF v_offset IS NOT NULL THEN
+        BEGIN
+            DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+            INSERT INTO queue_messages (
+                partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
+                published_at, deliver_at{% if extended %}, kind, content_type, priority{% endif %}
+
+            ) VALUES (
+                v_pid, v_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
+                v_now, v_now + COALESCE(p_delay_ms, 0){% if extended %}, p_kind, p_content_type, {{ priority }}{% endif %}
+
+            );
+        END;
+        IF v_duplicate = 0 THEN
+            UPDATE queue_partitions SET last_offset = v_offset
+            WHERE partition_id = v_pid;
+        ELSE
+            -- G1: the first copy's offset (the sequence is untouched; we hold its row lock)
+            SELECT MAX(msg.msg_offset) INTO v_offset
+            FROM queue_messages AS msg
+            WHERE msg.partition_id = v_pid AND msg.message_id = v_id
+            LOCK IN SHARE MODE;
+            IF v_offset IS NULL THEN
+                -- the key that clashed was the offset, not the id: never report that as a duplicate
+                {{ m.fail(m.E_INTERNAL, 'offset already taken in the partition; its sequence row was not locked') }};
+            END IF;
         END IF;
-    ELSEIF v_offset IS NULL THEN
+    ELSE
         -- a new topic or partition: the general path creates them
         CALL queue__append(
             p_topic, p_partition_key, v_id, p_payload, p_metadata, {{ kind }}, {{ content_type }}, {{ priority }},
@@ -135,22 +99,12 @@ BEGIN  -- noqa: LT02
         );
     END IF;
     {{ m.commit_if_own_transaction() }};
+    -- (a partition created here changed LAST_INSERT_ID(): the caller's is put back)
     SET v_caller_id = LAST_INSERT_ID(v_caller_id);
-    IF v_pid IS NULL THEN
-        -- the hot path: the partition id read after the commit (it never changes), in the result
-        SELECT
-            v_offset AS `offset`,
-            v_duplicate AS duplicate,
-            p.partition_id,
-            v_id AS id
-        FROM queue_partitions AS p
-        WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
-    ELSE
-        SELECT
-            v_offset AS `offset`,
-            v_duplicate AS duplicate,
-            v_pid AS partition_id,
-            v_id AS id;
-    END IF;
+    SELECT
+        v_offset AS `offset`,
+        v_duplicate AS duplicate,
+        v_pid AS partition_id,
+        v_id AS id;
 END
 {%- endmacro %}

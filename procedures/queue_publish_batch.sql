@@ -89,15 +89,7 @@ BEGIN  -- noqa: LT02
     -- the partitions, with how many elements each gets and whether the caller's ranks number
     -- them 1..n (a repeated rank fails the insert below on the offset key: the careful path)
     DROP TEMPORARY TABLE IF EXISTS queue__publish_parts;
-    CREATE TEMPORARY TABLE queue__publish_parts (
-        part_key {{ m.name_local() }} NOT NULL,
-        slot INT NOT NULL,
-        row_count INT NOT NULL,
-        ranked TINYINT NOT NULL,
-        partition_id BIGINT NULL,
-        base_offset BIGINT NULL,
-        PRIMARY KEY (part_key, slot)
-    ) ENGINE = InnoDB;
+    {{ m.create_publish_parts() }};
     INSERT INTO queue__publish_parts (part_key, slot, row_count, ranked)
     SELECT
         o.part_key,

@@ -11,6 +11,7 @@ intake: BEGIN  -- noqa: LT02
     DECLARE v_topic {{ m.name_local() }};
     DECLARE v_partitions INT;
     DECLARE v_rows INT DEFAULT 0;
+    DECLARE v_new_parts INT DEFAULT 0;
     DECLARE v_error {{ m.text('VARCHAR(255)') }} DEFAULT NULL;
     DECLARE v_error_idx INT DEFAULT NULL;
     DECLARE v_conflict INT DEFAULT 0;
@@ -38,18 +39,15 @@ intake: BEGIN  -- noqa: LT02
     {{ m.check_identifier('p_topic') }};
     SET v_topic = p_topic;
 
-    -- every row checked before anything is written; the first bad one named by its idx
+    -- an intake that is empty (or was never opened): nothing to publish, no topic created
     BEGIN
-        -- an intake never opened: nothing to publish
         DECLARE CONTINUE HANDLER FOR 1146 SET v_rows = 0;
-        SELECT
-            COALESCE(SUM(1), 0),
-            MIN(IF({{ m.intake_problem() }} IS NULL, NULL, i.idx))
-        INTO v_rows, v_error_idx
-        FROM queue__intake AS i;
+        SET v_rows = 1;
+        IF NOT EXISTS (SELECT 1 FROM queue__intake AS i) THEN
+            SET v_rows = 0;
+        END IF;
     END;
     IF v_rows = 0 THEN
-        -- nothing to publish: no rows (and no topic created)
         SELECT
             0 AS idx,
             0 AS `offset`,
@@ -59,15 +57,14 @@ intake: BEGIN  -- noqa: LT02
         WHERE FALSE;
         LEAVE intake;
     END IF;
-    IF v_rows > 100000 THEN
-        {{ m.fail(m.E_MESSAGES, 'queue__intake must hold at most 100000 messages') }};
-    END IF;
-    IF v_error_idx IS NOT NULL THEN
-        SELECT {{ m.intake_problem() }} INTO v_error
-        FROM queue__intake AS i
-        WHERE i.idx = v_error_idx;
-        SET v_error = CONCAT('{{ m.E_ELEMENT }} messages[', v_error_idx, '] ', v_error);
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_error;
+
+    -- the session's partitions table, emptied (made on the first call, kept for the next)
+    BEGIN
+        DECLARE CONTINUE HANDLER FOR 1146 SET v_new_parts = 1;
+        DELETE FROM queue__publish_parts;
+    END;
+    IF v_new_parts = 1 THEN
+        {{ m.create_publish_parts() }};
     END IF;
 
     {{ m.begin_unless_in_transaction() }};
@@ -82,32 +79,40 @@ intake: BEGIN  -- noqa: LT02
         WHERE t.topic = v_topic LOCK IN SHARE MODE;
     END IF;
 
-    -- the partitions, with how many rows each gets and whether the caller's ranks number them
-    -- 1..n (a repeated rank fails the insert below on the offset key: the careful path)
-    DROP TEMPORARY TABLE IF EXISTS queue__publish_parts;
-    CREATE TEMPORARY TABLE queue__publish_parts (
-        part_key {{ m.name_local() }} NOT NULL,
-        slot INT NOT NULL,
-        row_count INT NOT NULL,
-        ranked TINYINT NOT NULL,
-        partition_id BIGINT NULL,
-        base_offset BIGINT NULL,
-        PRIMARY KEY (part_key, slot)
-    ) ENGINE = InnoDB;
-    INSERT INTO queue__publish_parts (part_key, slot, row_count, ranked)
+    -- the partitions, with how many rows each gets, whether the caller's ranks number them 1..n
+    -- (a repeated rank fails the insert below on the offset key: the careful path), and their
+    -- first bad row: one pass checks every row before anything is written to the log
+    INSERT INTO queue__publish_parts (part_key, slot, row_count, ranked, first_bad)
     SELECT
         d.part_key,
         d.slot,
         COUNT(*),
-        COUNT(d.part_rank) = COUNT(*) AND MIN(d.part_rank) = 1 AND MAX(d.part_rank) = COUNT(*)
+        COUNT(d.part_rank) = COUNT(*) AND MIN(d.part_rank) = 1 AND MAX(d.part_rank) = COUNT(*),
+        MIN(d.bad_idx)
     FROM (
         SELECT
             COALESCE(i.msg_key, '') AS part_key,
             {{ m.intake_slot() }} AS slot,
-            i.part_rank
+            i.part_rank,
+            IF({{ m.intake_problem() }} IS NULL, NULL, i.idx) AS bad_idx
         FROM queue__intake AS i
     ) AS d
     GROUP BY d.part_key, d.slot;
+    SELECT
+        SUM(k.row_count),
+        MIN(k.first_bad)
+    INTO v_rows, v_error_idx
+    FROM queue__publish_parts AS k;
+    IF v_rows > 100000 THEN
+        {{ m.fail(m.E_MESSAGES, 'queue__intake must hold at most 100000 messages') }};
+    END IF;
+    IF v_error_idx IS NOT NULL THEN
+        SELECT {{ m.intake_problem() }} INTO v_error
+        FROM queue__intake AS i
+        WHERE i.idx = v_error_idx;
+        SET v_error = CONCAT('{{ m.E_ELEMENT }} messages[', v_error_idx, '] ', v_error);
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_error;
+    END IF;
 
     -- the sequence rows, locked until the caller commits (G3)
     CALL queue__lock_partitions(v_topic, v_now, v_own_transaction);
@@ -242,5 +247,4 @@ intake: BEGIN  -- noqa: LT02
     ELSE
         DELETE FROM queue__intake;
     END IF;
-    DROP TEMPORARY TABLE queue__publish_parts;
 END intake

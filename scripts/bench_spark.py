@@ -1,7 +1,7 @@
 """Spark benchmark: the mysqlq data source beside plain baselines, in one Spark job.
 
 Measures, on a local Spark (default ``local[2]``) and N messages (default 200,000):
-  * batch write through the mysqlq data source (queue_publish_batch in chunks) beside a plain
+  * batch write through the mysqlq data source (chunks through the intake table) beside a plain
     multi-row INSERT of the same rows into a table shaped like the log, from the same Spark job
     (foreachPartition with executemany, the same chunk size);
   * batch read through the mysqlq data source beside a JDBC read of the same rows (same columns,

@@ -2227,7 +2227,7 @@ BEGIN
     DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_slot INT DEFAULT -1;
     DECLARE v_own_transaction INT DEFAULT 0;
-    DECLARE v_caller_id BIGINT UNSIGNED;
+    DECLARE v_caller_id BIGINT UNSIGNED DEFAULT LAST_INSERT_ID();
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
         DECLARE CONTINUE HANDLER FOR 1305 BEGIN END;
@@ -2258,7 +2258,6 @@ BEGIN
     SET v_key = COALESCE(p_partition_key, '');
     SET v_id = COALESCE(p_id, CAST(UUID() AS CHAR));
 
-    SET v_caller_id = LAST_INSERT_ID();
     IF @@autocommit = 1 THEN
         BEGIN
             DECLARE CONTINUE HANDLER FOR 1568 SET v_own_transaction = -1;
@@ -2277,71 +2276,44 @@ BEGIN
         WHERE t.topic = p_topic;
         SET v_slot = CRC32(v_id) % v_partitions;
     END IF;
-
-    IF v_own_transaction = 1 AND v_slot IS NOT NULL THEN
-        UPDATE queue_partitions SET last_offset = LAST_INSERT_ID(last_offset + 1)
-        WHERE topic = p_topic AND partition_key = v_key AND slot = v_slot;
-        IF ROW_COUNT() = 1 THEN
-            SET v_offset = LAST_INSERT_ID();
-            BEGIN
-                DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
-                INSERT INTO queue_messages (
-                    partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
-                    published_at, deliver_at
-                )
-                SELECT
-                    p.partition_id, v_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
-                    v_now, v_now + COALESCE(p_delay_ms, 0)
-                FROM queue_partitions AS p
-                WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
-            END;
-            IF v_duplicate = 1 THEN
-                UPDATE queue_partitions SET last_offset = last_offset - 1
-                WHERE topic = p_topic AND partition_key = v_key AND slot = v_slot;
-                SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
-                WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
-                SET v_offset = NULL;
-            END IF;
-        END IF;
-    ELSEIF v_slot IS NOT NULL THEN
+    IF v_own_transaction = 0 AND v_slot IS NOT NULL THEN
         SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
         WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
-        IF v_pid IS NOT NULL THEN
-            SELECT
-                MAX(p.partition_id),
-                MAX(p.last_offset) + 1
-            INTO v_pid, v_offset
-            FROM queue_partitions AS p
-            WHERE p.partition_id = v_pid
-            FOR UPDATE;
-            BEGIN
-                DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
-                INSERT INTO queue_messages (
-                    partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
-                    published_at, deliver_at
-                ) VALUES (
-                    v_pid, v_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
-                    v_now, v_now + COALESCE(p_delay_ms, 0)
-                );
-            END;
-            IF v_duplicate = 0 THEN
-                UPDATE queue_partitions SET last_offset = v_offset
-                WHERE partition_id = v_pid;
-            ELSE
-                SET v_offset = NULL;
-            END IF;
-        END IF;
+    END IF;
+    IF v_slot IS NOT NULL AND (v_own_transaction = 1 OR v_pid IS NOT NULL) THEN
+        SELECT
+            MAX(p.partition_id),
+            MAX(p.last_offset) + 1
+        INTO v_pid, v_offset
+        FROM queue_partitions AS p
+        WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot
+        FOR UPDATE;
     END IF;
 
-    IF v_duplicate = 1 THEN
-        SELECT MAX(msg.msg_offset) INTO v_offset
-        FROM queue_messages AS msg
-        WHERE msg.partition_id = v_pid AND msg.message_id = v_id
-        LOCK IN SHARE MODE;
-        IF v_offset IS NULL THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ090 offset already taken in the partition; its sequence row was not locked';
+    IF v_offset IS NOT NULL THEN
+        BEGIN
+            DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+            INSERT INTO queue_messages (
+                partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
+                published_at, deliver_at
+            ) VALUES (
+                v_pid, v_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
+                v_now, v_now + COALESCE(p_delay_ms, 0)
+            );
+        END;
+        IF v_duplicate = 0 THEN
+            UPDATE queue_partitions SET last_offset = v_offset
+            WHERE partition_id = v_pid;
+        ELSE
+            SELECT MAX(msg.msg_offset) INTO v_offset
+            FROM queue_messages AS msg
+            WHERE msg.partition_id = v_pid AND msg.message_id = v_id
+            LOCK IN SHARE MODE;
+            IF v_offset IS NULL THEN
+                SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ090 offset already taken in the partition; its sequence row was not locked';
+            END IF;
         END IF;
-    ELSEIF v_offset IS NULL THEN
+    ELSE
         CALL queue__append(
             p_topic, p_partition_key, v_id, p_payload, p_metadata, NULL, NULL, 0,
             p_delay_ms, v_now,
@@ -2354,21 +2326,11 @@ BEGIN
         RELEASE SAVEPOINT mysqlq_publish;
     END IF;
     SET v_caller_id = LAST_INSERT_ID(v_caller_id);
-    IF v_pid IS NULL THEN
-        SELECT
-            v_offset AS `offset`,
-            v_duplicate AS duplicate,
-            p.partition_id,
-            v_id AS id
-        FROM queue_partitions AS p
-        WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
-    ELSE
-        SELECT
-            v_offset AS `offset`,
-            v_duplicate AS duplicate,
-            v_pid AS partition_id,
-            v_id AS id;
-    END IF;
+    SELECT
+        v_offset AS `offset`,
+        v_duplicate AS duplicate,
+        v_pid AS partition_id,
+        v_id AS id;
 END
 
 -- mysqlq:object procedure queue_publish_batch
@@ -2489,6 +2451,7 @@ BEGIN
         slot INT NOT NULL,
         row_count INT NOT NULL,
         ranked TINYINT NOT NULL,
+        first_bad INT NULL,
         partition_id BIGINT NULL,
         base_offset BIGINT NULL,
         PRIMARY KEY (part_key, slot)
@@ -2939,6 +2902,7 @@ intake: BEGIN
     DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_partitions INT;
     DECLARE v_rows INT DEFAULT 0;
+    DECLARE v_new_parts INT DEFAULT 0;
     DECLARE v_error VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT NULL;
     DECLARE v_error_idx INT DEFAULT NULL;
     DECLARE v_conflict INT DEFAULT 0;
@@ -2969,26 +2933,10 @@ intake: BEGIN
 
     BEGIN
         DECLARE CONTINUE HANDLER FOR 1146 SET v_rows = 0;
-        SELECT
-            COALESCE(SUM(1), 0),
-            MIN(IF(CASE
-            WHEN i.msg_key IS NOT NULL AND (CHAR_LENGTH(i.msg_key) NOT BETWEEN 1 AND 191 OR i.msg_key LIKE '% ')
-                THEN 'key must be NULL or 1 to 191 characters, not ending in a space'
-            WHEN CHAR_LENGTH(i.msg_id) NOT BETWEEN 1 AND 191 OR i.msg_id LIKE '% '
-                THEN 'id must be 1 to 191 characters, not ending in a space'
-            WHEN i.metadata IS NOT NULL AND (NOT JSON_VALID(i.metadata) OR JSON_TYPE(i.metadata) <> 'OBJECT')
-                THEN 'metadata must be NULL or a JSON object'
-            WHEN i.delay_ms NOT BETWEEN 0 AND 31536000000
-                THEN 'delay_ms must be between 0 and 31536000000'
-            WHEN i.kind IS NOT NULL AND (CHAR_LENGTH(i.kind) NOT BETWEEN 1 AND 191 OR i.kind LIKE '% ')
-                THEN 'kind must be NULL or 1 to 191 characters, not ending in a space'
-            WHEN i.content_type IS NOT NULL AND (CHAR_LENGTH(i.content_type) NOT BETWEEN 1 AND 191 OR i.content_type LIKE '% ')
-                THEN 'content_type must be NULL or 1 to 191 characters, not ending in a space'
-            WHEN i.priority NOT BETWEEN 0 AND 9
-                THEN 'priority must be an integer from 0 to 9'
-        END IS NULL, NULL, i.idx))
-        INTO v_rows, v_error_idx
-        FROM queue__intake AS i;
+        SET v_rows = 1;
+        IF NOT EXISTS (SELECT 1 FROM queue__intake AS i) THEN
+            SET v_rows = 0;
+        END IF;
     END;
     IF v_rows = 0 THEN
         SELECT
@@ -3000,30 +2948,22 @@ intake: BEGIN
         WHERE FALSE;
         LEAVE intake;
     END IF;
-    IF v_rows > 100000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ009 queue__intake must hold at most 100000 messages';
-    END IF;
-    IF v_error_idx IS NOT NULL THEN
-        SELECT CASE
-            WHEN i.msg_key IS NOT NULL AND (CHAR_LENGTH(i.msg_key) NOT BETWEEN 1 AND 191 OR i.msg_key LIKE '% ')
-                THEN 'key must be NULL or 1 to 191 characters, not ending in a space'
-            WHEN CHAR_LENGTH(i.msg_id) NOT BETWEEN 1 AND 191 OR i.msg_id LIKE '% '
-                THEN 'id must be 1 to 191 characters, not ending in a space'
-            WHEN i.metadata IS NOT NULL AND (NOT JSON_VALID(i.metadata) OR JSON_TYPE(i.metadata) <> 'OBJECT')
-                THEN 'metadata must be NULL or a JSON object'
-            WHEN i.delay_ms NOT BETWEEN 0 AND 31536000000
-                THEN 'delay_ms must be between 0 and 31536000000'
-            WHEN i.kind IS NOT NULL AND (CHAR_LENGTH(i.kind) NOT BETWEEN 1 AND 191 OR i.kind LIKE '% ')
-                THEN 'kind must be NULL or 1 to 191 characters, not ending in a space'
-            WHEN i.content_type IS NOT NULL AND (CHAR_LENGTH(i.content_type) NOT BETWEEN 1 AND 191 OR i.content_type LIKE '% ')
-                THEN 'content_type must be NULL or 1 to 191 characters, not ending in a space'
-            WHEN i.priority NOT BETWEEN 0 AND 9
-                THEN 'priority must be an integer from 0 to 9'
-        END INTO v_error
-        FROM queue__intake AS i
-        WHERE i.idx = v_error_idx;
-        SET v_error = CONCAT('MQ010 messages[', v_error_idx, '] ', v_error);
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_error;
+
+    BEGIN
+        DECLARE CONTINUE HANDLER FOR 1146 SET v_new_parts = 1;
+        DELETE FROM queue__publish_parts;
+    END;
+    IF v_new_parts = 1 THEN
+        CREATE TEMPORARY TABLE queue__publish_parts (
+        part_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+        slot INT NOT NULL,
+        row_count INT NOT NULL,
+        ranked TINYINT NOT NULL,
+        first_bad INT NULL,
+        partition_id BIGINT NULL,
+        base_offset BIGINT NULL,
+        PRIMARY KEY (part_key, slot)
+    ) ENGINE = InnoDB;
     END IF;
 
     IF @@autocommit = 1 THEN
@@ -3050,30 +2990,67 @@ intake: BEGIN
         WHERE t.topic = v_topic LOCK IN SHARE MODE;
     END IF;
 
-    DROP TEMPORARY TABLE IF EXISTS queue__publish_parts;
-    CREATE TEMPORARY TABLE queue__publish_parts (
-        part_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-        slot INT NOT NULL,
-        row_count INT NOT NULL,
-        ranked TINYINT NOT NULL,
-        partition_id BIGINT NULL,
-        base_offset BIGINT NULL,
-        PRIMARY KEY (part_key, slot)
-    ) ENGINE = InnoDB;
-    INSERT INTO queue__publish_parts (part_key, slot, row_count, ranked)
+    INSERT INTO queue__publish_parts (part_key, slot, row_count, ranked, first_bad)
     SELECT
         d.part_key,
         d.slot,
         COUNT(*),
-        COUNT(d.part_rank) = COUNT(*) AND MIN(d.part_rank) = 1 AND MAX(d.part_rank) = COUNT(*)
+        COUNT(d.part_rank) = COUNT(*) AND MIN(d.part_rank) = 1 AND MAX(d.part_rank) = COUNT(*),
+        MIN(d.bad_idx)
     FROM (
         SELECT
             COALESCE(i.msg_key, '') AS part_key,
             IF(i.msg_key IS NULL, CRC32(i.msg_id) % v_partitions + i.priority * 4096, -1) AS slot,
-            i.part_rank
+            i.part_rank,
+            IF(CASE
+            WHEN i.msg_key IS NOT NULL AND (CHAR_LENGTH(i.msg_key) NOT BETWEEN 1 AND 191 OR i.msg_key LIKE '% ')
+                THEN 'key must be NULL or 1 to 191 characters, not ending in a space'
+            WHEN CHAR_LENGTH(i.msg_id) NOT BETWEEN 1 AND 191 OR i.msg_id LIKE '% '
+                THEN 'id must be 1 to 191 characters, not ending in a space'
+            WHEN i.metadata IS NOT NULL AND (NOT JSON_VALID(i.metadata) OR JSON_TYPE(i.metadata) <> 'OBJECT')
+                THEN 'metadata must be NULL or a JSON object'
+            WHEN i.delay_ms NOT BETWEEN 0 AND 31536000000
+                THEN 'delay_ms must be between 0 and 31536000000'
+            WHEN i.kind IS NOT NULL AND (CHAR_LENGTH(i.kind) NOT BETWEEN 1 AND 191 OR i.kind LIKE '% ')
+                THEN 'kind must be NULL or 1 to 191 characters, not ending in a space'
+            WHEN i.content_type IS NOT NULL AND (CHAR_LENGTH(i.content_type) NOT BETWEEN 1 AND 191 OR i.content_type LIKE '% ')
+                THEN 'content_type must be NULL or 1 to 191 characters, not ending in a space'
+            WHEN i.priority NOT BETWEEN 0 AND 9
+                THEN 'priority must be an integer from 0 to 9'
+        END IS NULL, NULL, i.idx) AS bad_idx
         FROM queue__intake AS i
     ) AS d
     GROUP BY d.part_key, d.slot;
+    SELECT
+        SUM(k.row_count),
+        MIN(k.first_bad)
+    INTO v_rows, v_error_idx
+    FROM queue__publish_parts AS k;
+    IF v_rows > 100000 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ009 queue__intake must hold at most 100000 messages';
+    END IF;
+    IF v_error_idx IS NOT NULL THEN
+        SELECT CASE
+            WHEN i.msg_key IS NOT NULL AND (CHAR_LENGTH(i.msg_key) NOT BETWEEN 1 AND 191 OR i.msg_key LIKE '% ')
+                THEN 'key must be NULL or 1 to 191 characters, not ending in a space'
+            WHEN CHAR_LENGTH(i.msg_id) NOT BETWEEN 1 AND 191 OR i.msg_id LIKE '% '
+                THEN 'id must be 1 to 191 characters, not ending in a space'
+            WHEN i.metadata IS NOT NULL AND (NOT JSON_VALID(i.metadata) OR JSON_TYPE(i.metadata) <> 'OBJECT')
+                THEN 'metadata must be NULL or a JSON object'
+            WHEN i.delay_ms NOT BETWEEN 0 AND 31536000000
+                THEN 'delay_ms must be between 0 and 31536000000'
+            WHEN i.kind IS NOT NULL AND (CHAR_LENGTH(i.kind) NOT BETWEEN 1 AND 191 OR i.kind LIKE '% ')
+                THEN 'kind must be NULL or 1 to 191 characters, not ending in a space'
+            WHEN i.content_type IS NOT NULL AND (CHAR_LENGTH(i.content_type) NOT BETWEEN 1 AND 191 OR i.content_type LIKE '% ')
+                THEN 'content_type must be NULL or 1 to 191 characters, not ending in a space'
+            WHEN i.priority NOT BETWEEN 0 AND 9
+                THEN 'priority must be an integer from 0 to 9'
+        END INTO v_error
+        FROM queue__intake AS i
+        WHERE i.idx = v_error_idx;
+        SET v_error = CONCAT('MQ010 messages[', v_error_idx, '] ', v_error);
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_error;
+    END IF;
 
     CALL queue__lock_partitions(v_topic, v_now, v_own_transaction);
 
@@ -3201,7 +3178,6 @@ intake: BEGIN
     ELSE
         DELETE FROM queue__intake;
     END IF;
-    DROP TEMPORARY TABLE queue__publish_parts;
 END intake
 
 -- mysqlq:object procedure queue_publish_message
@@ -3228,7 +3204,7 @@ BEGIN
     DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_slot INT DEFAULT -1;
     DECLARE v_own_transaction INT DEFAULT 0;
-    DECLARE v_caller_id BIGINT UNSIGNED;
+    DECLARE v_caller_id BIGINT UNSIGNED DEFAULT LAST_INSERT_ID();
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
         DECLARE CONTINUE HANDLER FOR 1305 BEGIN END;
@@ -3268,7 +3244,6 @@ BEGIN
     SET v_key = COALESCE(p_partition_key, '');
     SET v_id = COALESCE(p_id, CAST(UUID() AS CHAR));
 
-    SET v_caller_id = LAST_INSERT_ID();
     IF @@autocommit = 1 THEN
         BEGIN
             DECLARE CONTINUE HANDLER FOR 1568 SET v_own_transaction = -1;
@@ -3287,71 +3262,44 @@ BEGIN
         WHERE t.topic = p_topic;
         SET v_slot = CRC32(v_id) % v_partitions + COALESCE(p_priority, 0) * 4096;
     END IF;
-
-    IF v_own_transaction = 1 AND v_slot IS NOT NULL THEN
-        UPDATE queue_partitions SET last_offset = LAST_INSERT_ID(last_offset + 1)
-        WHERE topic = p_topic AND partition_key = v_key AND slot = v_slot;
-        IF ROW_COUNT() = 1 THEN
-            SET v_offset = LAST_INSERT_ID();
-            BEGIN
-                DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
-                INSERT INTO queue_messages (
-                    partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
-                    published_at, deliver_at, kind, content_type, priority
-                )
-                SELECT
-                    p.partition_id, v_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
-                    v_now, v_now + COALESCE(p_delay_ms, 0), p_kind, p_content_type, COALESCE(p_priority, 0)
-                FROM queue_partitions AS p
-                WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
-            END;
-            IF v_duplicate = 1 THEN
-                UPDATE queue_partitions SET last_offset = last_offset - 1
-                WHERE topic = p_topic AND partition_key = v_key AND slot = v_slot;
-                SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
-                WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
-                SET v_offset = NULL;
-            END IF;
-        END IF;
-    ELSEIF v_slot IS NOT NULL THEN
+    IF v_own_transaction = 0 AND v_slot IS NOT NULL THEN
         SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
         WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
-        IF v_pid IS NOT NULL THEN
-            SELECT
-                MAX(p.partition_id),
-                MAX(p.last_offset) + 1
-            INTO v_pid, v_offset
-            FROM queue_partitions AS p
-            WHERE p.partition_id = v_pid
-            FOR UPDATE;
-            BEGIN
-                DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
-                INSERT INTO queue_messages (
-                    partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
-                    published_at, deliver_at, kind, content_type, priority
-                ) VALUES (
-                    v_pid, v_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
-                    v_now, v_now + COALESCE(p_delay_ms, 0), p_kind, p_content_type, COALESCE(p_priority, 0)
-                );
-            END;
-            IF v_duplicate = 0 THEN
-                UPDATE queue_partitions SET last_offset = v_offset
-                WHERE partition_id = v_pid;
-            ELSE
-                SET v_offset = NULL;
-            END IF;
-        END IF;
+    END IF;
+    IF v_slot IS NOT NULL AND (v_own_transaction = 1 OR v_pid IS NOT NULL) THEN
+        SELECT
+            MAX(p.partition_id),
+            MAX(p.last_offset) + 1
+        INTO v_pid, v_offset
+        FROM queue_partitions AS p
+        WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot
+        FOR UPDATE;
     END IF;
 
-    IF v_duplicate = 1 THEN
-        SELECT MAX(msg.msg_offset) INTO v_offset
-        FROM queue_messages AS msg
-        WHERE msg.partition_id = v_pid AND msg.message_id = v_id
-        LOCK IN SHARE MODE;
-        IF v_offset IS NULL THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ090 offset already taken in the partition; its sequence row was not locked';
+    IF v_offset IS NOT NULL THEN
+        BEGIN
+            DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+            INSERT INTO queue_messages (
+                partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
+                published_at, deliver_at, kind, content_type, priority
+            ) VALUES (
+                v_pid, v_offset, p_topic, p_partition_key, v_id, p_payload, p_metadata,
+                v_now, v_now + COALESCE(p_delay_ms, 0), p_kind, p_content_type, COALESCE(p_priority, 0)
+            );
+        END;
+        IF v_duplicate = 0 THEN
+            UPDATE queue_partitions SET last_offset = v_offset
+            WHERE partition_id = v_pid;
+        ELSE
+            SELECT MAX(msg.msg_offset) INTO v_offset
+            FROM queue_messages AS msg
+            WHERE msg.partition_id = v_pid AND msg.message_id = v_id
+            LOCK IN SHARE MODE;
+            IF v_offset IS NULL THEN
+                SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ090 offset already taken in the partition; its sequence row was not locked';
+            END IF;
         END IF;
-    ELSEIF v_offset IS NULL THEN
+    ELSE
         CALL queue__append(
             p_topic, p_partition_key, v_id, p_payload, p_metadata, p_kind, p_content_type, COALESCE(p_priority, 0),
             p_delay_ms, v_now,
@@ -3364,21 +3312,11 @@ BEGIN
         RELEASE SAVEPOINT mysqlq_publish;
     END IF;
     SET v_caller_id = LAST_INSERT_ID(v_caller_id);
-    IF v_pid IS NULL THEN
-        SELECT
-            v_offset AS `offset`,
-            v_duplicate AS duplicate,
-            p.partition_id,
-            v_id AS id
-        FROM queue_partitions AS p
-        WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
-    ELSE
-        SELECT
-            v_offset AS `offset`,
-            v_duplicate AS duplicate,
-            v_pid AS partition_id,
-            v_id AS id;
-    END IF;
+    SELECT
+        v_offset AS `offset`,
+        v_duplicate AS duplicate,
+        v_pid AS partition_id,
+        v_id AS id;
 END
 
 -- mysqlq:object procedure queue_redrive

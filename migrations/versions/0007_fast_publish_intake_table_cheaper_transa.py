@@ -13,7 +13,7 @@ revision = "0007"
 down_revision = "0006"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "3927de173e5210c8891e050bd47f63857db6fd686aa3e53a187bd055015b45ce"
+snapshot_sha256 = "d581241da3658ed4050999e454c733eba398e0e34456e0d042852d174f890720"
 
 
 def upgrade() -> None:

@@ -4,6 +4,7 @@ transaction, concurrent publishers on one key, a bad element in the middle."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -190,3 +191,26 @@ def test_unkeyed_rows_fields_and_a_second_chunk(dsn, conn):
             )
         ]
         assert offsets == list(range(1, p["last_offset"] + 1))
+
+
+def test_json_batches_and_intake_calls_mix_on_one_session(conn):
+    """queue_publish_batch drops the session's partitions table when it ends; the intake call
+    after it makes it again (and the JSON batch after an intake call finds one to replace)."""
+    call(conn, "queue_intake_open")
+    cur = conn.cursor()
+
+    def intake_call(ids):
+        for statement in intake.insert_statements(
+            conn, intake.ranked([intake.row(i, b"x", m, key="k") for i, m in enumerate(ids)])
+        ):
+            cur.execute(statement)
+        return [r["offset"] for r in call(conn, "queue_publish_intake", TOPIC)]
+
+    assert intake_call(["a", "b"]) == [1, 2]
+    out = call(
+        conn, "queue_publish_batch", TOPIC, json.dumps([{"key": "k", "id": "c", "payload": "x"}])
+    )
+    assert [r["offset"] for r in out] == [3]
+    assert intake_call(["d"]) == [4]
+    assert intake_call(["e", "a"]) == [5, 1]
+    assert [r["id"] for r in log(conn)] == ["a", "b", "c", "d", "e"]
