@@ -6,7 +6,7 @@ CREATE PROCEDURE queue_publish_intake(
 )
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
-intake: BEGIN  -- noqa: LT02
+BEGIN  -- noqa: LT02
     DECLARE v_now BIGINT DEFAULT {{ m.now_ms('NULL') }};  -- noqa: PRS,LT02
     DECLARE v_topic {{ m.name_local() }};
     DECLARE v_partitions INT;
@@ -55,196 +55,195 @@ intake: BEGIN  -- noqa: LT02
             0 AS partition_id
         FROM DUAL
         WHERE FALSE;
-        LEAVE intake;
-    END IF;
-
-    -- the session's partitions table, emptied (made on the first call, kept for the next)
-    BEGIN
-        DECLARE CONTINUE HANDLER FOR 1146 SET v_new_parts = 1;
-        DELETE FROM queue__publish_parts;
-    END;
-    IF v_new_parts = 1 THEN
-        {{ m.create_publish_parts() }};
-    END IF;
-
-    {{ m.begin_unless_in_transaction() }};
-
-    -- the topic, created with defaults on first use (undone with the rest on any error)
-    SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
-    WHERE t.topic = v_topic;
-    IF v_partitions IS NULL THEN
-        {{ m.check_strict_topic('p_topic') }};
-        INSERT IGNORE INTO queue_topics (topic, created_at) VALUES (v_topic, v_now);
-        SELECT t.partitions INTO v_partitions FROM queue_topics AS t
-        WHERE t.topic = v_topic LOCK IN SHARE MODE;
-    END IF;
-
-    -- the partitions, with how many rows each gets, whether the caller's ranks number them 1..n
-    -- (a repeated rank fails the insert below on the offset key: the careful path), and their
-    -- first bad row: one pass checks every row before anything is written to the log
-    INSERT INTO queue__publish_parts (part_key, slot, row_count, ranked, first_bad)
-    SELECT
-        d.part_key,
-        d.slot,
-        COUNT(*),
-        COUNT(d.part_rank) = COUNT(*) AND MIN(d.part_rank) = 1 AND MAX(d.part_rank) = COUNT(*),
-        MIN(d.bad_idx)
-    FROM (
-        SELECT
-            COALESCE(i.msg_key, '') AS part_key,
-            {{ m.intake_slot() }} AS slot,
-            i.part_rank,
-            IF({{ m.intake_problem() }} IS NULL, NULL, i.idx) AS bad_idx
-        FROM queue__intake AS i
-    ) AS d
-    GROUP BY d.part_key, d.slot;
-    SELECT
-        SUM(k.row_count),
-        MIN(k.first_bad)
-    INTO v_rows, v_error_idx
-    FROM queue__publish_parts AS k;
-    IF v_rows > 100000 THEN
-        {{ m.fail(m.E_MESSAGES, 'queue__intake must hold at most 100000 messages') }};
-    END IF;
-    IF v_error_idx IS NOT NULL THEN
-        SELECT {{ m.intake_problem() }} INTO v_error
-        FROM queue__intake AS i
-        WHERE i.idx = v_error_idx;
-        SET v_error = CONCAT('{{ m.E_ELEMENT }} messages[', v_error_idx, '] ', v_error);
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_error;
-    END IF;
-
-    -- the sequence rows, locked until the caller commits (G3)
-    CALL queue__lock_partitions(v_topic, v_now, v_own_transaction);
-
-    -- rows the caller did not (or not rightly) rank: all numbered here, in idx order (through a
-    -- second session table: MySQL cannot open a TEMPORARY table twice in one statement)
-    IF EXISTS (SELECT 1 FROM queue__publish_parts AS k WHERE k.ranked = 0) THEN
-        DROP TEMPORARY TABLE IF EXISTS queue__publish_ranks;
-        CREATE TEMPORARY TABLE queue__publish_ranks (
-            idx INT NOT NULL,
-            part_rank INT NOT NULL,
-            PRIMARY KEY (idx)
-        ) ENGINE = InnoDB;
-        INSERT INTO queue__publish_ranks (idx, part_rank)
-        SELECT
-            i.idx,
-            ROW_NUMBER() OVER (PARTITION BY COALESCE(i.msg_key, ''), {{ m.intake_slot() }} ORDER BY i.idx)
-        FROM queue__intake AS i;
-        UPDATE queue__intake AS i
-        STRAIGHT_JOIN queue__publish_ranks AS r ON i.idx = r.idx
-        SET i.part_rank = r.part_rank;
-        DROP TEMPORARY TABLE queue__publish_ranks;
-    END IF;
-
-    -- one statement writes every row. An id the log holds already, or that the call repeats in
-    -- one partition, fails it (1062, G1; the statement's rows are undone) and takes the careful path
-    BEGIN
-        DECLARE CONTINUE HANDLER FOR 1062 SET v_conflict = 1;
-        INSERT INTO queue_messages (
-            partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
-            published_at, deliver_at, kind, content_type, priority
-        )
-        SELECT
-            tp.partition_id,
-            tp.base_offset + i.part_rank,
-            v_topic,
-            i.msg_key,
-            i.msg_id,
-            i.payload,
-            i.metadata,
-            v_now,
-            v_now + i.delay_ms,
-            i.kind,
-            i.content_type,
-            i.priority
-        FROM queue__intake AS i
-        STRAIGHT_JOIN queue__publish_parts AS tp
-            ON COALESCE(i.msg_key, '') = tp.part_key AND {{ m.intake_slot() }} = tp.slot;
-    END;
-
-    IF v_conflict = 1 THEN
-        -- a repeated id: row by row in idx order, each appended or found (queue__append moves
-        -- each sequence itself)
+    ELSE
+        -- the session's partitions table, emptied (made on the first call, kept for the next)
         BEGIN
-            DECLARE v_done INT DEFAULT 0;
-            DECLARE v_key {{ m.name_local() }};
-            DECLARE v_id {{ m.name_local() }};
-            DECLARE v_payload LONGBLOB;
-            DECLARE v_metadata {{ m.text('LONGTEXT') }};
-            DECLARE v_delay BIGINT;
-            DECLARE v_kind {{ m.name_local() }};
-            DECLARE v_content_type {{ m.name_local() }};
-            DECLARE v_priority INT;
-            DECLARE c_rows CURSOR FOR
-                SELECT
-                    i.msg_key,
-                    i.msg_id,
-                    i.payload,
-                    i.metadata,
-                    i.delay_ms,
-                    i.kind,
-                    i.content_type,
-                    i.priority
-                FROM queue__intake AS i
-                ORDER BY i.idx;
-            DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-            OPEN c_rows;
-            row_loop: LOOP
-                SET v_done = 0;
-                FETCH c_rows INTO v_key, v_id, v_payload, v_metadata, v_delay, v_kind, v_content_type, v_priority;
-                IF v_done = 1 THEN
-                    LEAVE row_loop;
-                END IF;
-                CALL queue__append(
-                    v_topic, v_key, v_id, v_payload, v_metadata, v_kind, v_content_type, v_priority, v_delay,
-                    v_now,
-                    NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate, v_pid, v_id
-                );
-            END LOOP;
-            CLOSE c_rows;
+            DECLARE CONTINUE HANDLER FOR 1146 SET v_new_parts = 1;
+            DELETE FROM queue__publish_parts;
         END;
-    ELSE
-        -- move each sequence past the rows written: primary-key writes on rows we hold
-        UPDATE queue__publish_parts AS k
-        STRAIGHT_JOIN queue_partitions AS p ON k.partition_id = p.partition_id
-        SET p.last_offset = k.base_offset + k.row_count;
-    END IF;
+        IF v_new_parts = 1 THEN
+            {{ m.create_publish_parts() }};
+        END IF;
 
-    {{ m.commit_if_own_transaction() }};
-    -- (a partition created here changed LAST_INSERT_ID(): the caller's is put back)
-    SET v_caller_id = LAST_INSERT_ID(v_caller_id);
+        {{ m.begin_unless_in_transaction() }};
 
-    IF v_conflict = 0 THEN
+        -- the topic, created with defaults on first use (undone with the rest on any error)
+        SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
+        WHERE t.topic = v_topic;
+        IF v_partitions IS NULL THEN
+            {{ m.check_strict_topic('p_topic') }};
+            INSERT IGNORE INTO queue_topics (topic, created_at) VALUES (v_topic, v_now);
+            SELECT t.partitions INTO v_partitions FROM queue_topics AS t
+            WHERE t.topic = v_topic LOCK IN SHARE MODE;
+        END IF;
+
+        -- the partitions, with how many rows each gets, whether the caller's ranks number them 1..n
+        -- (a repeated rank fails the insert below on the offset key: the careful path), and their
+        -- first bad row: one pass checks every row before anything is written to the log
+        INSERT INTO queue__publish_parts (part_key, slot, row_count, ranked, first_bad)
         SELECT
-            i.idx,
-            tp.base_offset + i.part_rank AS `offset`,
-            0 AS duplicate,
-            tp.partition_id
-        FROM queue__intake AS i
-        STRAIGHT_JOIN queue__publish_parts AS tp
-            ON COALESCE(i.msg_key, '') = tp.part_key AND {{ m.intake_slot() }} = tp.slot
-        ORDER BY i.idx;
-    ELSE
-        -- a duplicate: in the log before this call, or an earlier row of the call with its id
+            d.part_key,
+            d.slot,
+            COUNT(*),
+            COUNT(d.part_rank) = COUNT(*) AND MIN(d.part_rank) = 1 AND MAX(d.part_rank) = COUNT(*),
+            MIN(d.bad_idx)
+        FROM (
+            SELECT
+                COALESCE(i.msg_key, '') AS part_key,
+                {{ m.intake_slot() }} AS slot,
+                i.part_rank,
+                IF({{ m.intake_problem() }} IS NULL, NULL, i.idx) AS bad_idx
+            FROM queue__intake AS i
+        ) AS d
+        GROUP BY d.part_key, d.slot;
         SELECT
-            i.idx,
-            msg.msg_offset AS `offset`,
-            IF(
-                msg.msg_offset <= tp.base_offset
-                OR i.idx > MIN(i.idx) OVER (PARTITION BY tp.partition_id, i.msg_id), 1, 0
-            ) AS duplicate,
-            tp.partition_id
-        FROM queue__intake AS i
-        STRAIGHT_JOIN queue__publish_parts AS tp
-            ON COALESCE(i.msg_key, '') = tp.part_key AND {{ m.intake_slot() }} = tp.slot
-        INNER JOIN queue_messages AS msg ON tp.partition_id = msg.partition_id AND i.msg_id = msg.message_id
-        ORDER BY i.idx;
+            SUM(k.row_count),
+            MIN(k.first_bad)
+        INTO v_rows, v_error_idx
+        FROM queue__publish_parts AS k;
+        IF v_rows > 100000 THEN
+            {{ m.fail(m.E_MESSAGES, 'queue__intake must hold at most 100000 messages') }};
+        END IF;
+        IF v_error_idx IS NOT NULL THEN
+            SELECT {{ m.intake_problem() }} INTO v_error
+            FROM queue__intake AS i
+            WHERE i.idx = v_error_idx;
+            SET v_error = CONCAT('{{ m.E_ELEMENT }} messages[', v_error_idx, '] ', v_error);
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_error;
+        END IF;
+
+        -- the sequence rows, locked until the caller commits (G3)
+        CALL queue__lock_partitions(v_topic, v_now, v_own_transaction);
+
+        -- rows the caller did not (or not rightly) rank: all numbered here, in idx order (through a
+        -- second session table: MySQL cannot open a TEMPORARY table twice in one statement)
+        IF EXISTS (SELECT 1 FROM queue__publish_parts AS k WHERE k.ranked = 0) THEN
+            DROP TEMPORARY TABLE IF EXISTS queue__publish_ranks;
+            CREATE TEMPORARY TABLE queue__publish_ranks (
+                idx INT NOT NULL,
+                part_rank INT NOT NULL,
+                PRIMARY KEY (idx)
+            ) ENGINE = InnoDB;
+            INSERT INTO queue__publish_ranks (idx, part_rank)
+            SELECT
+                i.idx,
+                ROW_NUMBER() OVER (PARTITION BY COALESCE(i.msg_key, ''), {{ m.intake_slot() }} ORDER BY i.idx)
+            FROM queue__intake AS i;
+            UPDATE queue__intake AS i
+            STRAIGHT_JOIN queue__publish_ranks AS r ON i.idx = r.idx
+            SET i.part_rank = r.part_rank;
+            DROP TEMPORARY TABLE queue__publish_ranks;
+        END IF;
+
+        -- one statement writes every row. An id the log holds already, or that the call repeats in
+        -- one partition, fails it (1062, G1; the statement's rows are undone) and takes the careful path
+        BEGIN
+            DECLARE CONTINUE HANDLER FOR 1062 SET v_conflict = 1;
+            INSERT INTO queue_messages (
+                partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
+                published_at, deliver_at, kind, content_type, priority
+            )
+            SELECT
+                tp.partition_id,
+                tp.base_offset + i.part_rank,
+                v_topic,
+                i.msg_key,
+                i.msg_id,
+                i.payload,
+                i.metadata,
+                v_now,
+                v_now + i.delay_ms,
+                i.kind,
+                i.content_type,
+                i.priority
+            FROM queue__intake AS i
+            STRAIGHT_JOIN queue__publish_parts AS tp
+                ON COALESCE(i.msg_key, '') = tp.part_key AND {{ m.intake_slot() }} = tp.slot;
+        END;
+
+        IF v_conflict = 1 THEN
+            -- a repeated id: row by row in idx order, each appended or found (queue__append moves
+            -- each sequence itself)
+            BEGIN
+                DECLARE v_done INT DEFAULT 0;
+                DECLARE v_key {{ m.name_local() }};
+                DECLARE v_id {{ m.name_local() }};
+                DECLARE v_payload LONGBLOB;
+                DECLARE v_metadata {{ m.text('LONGTEXT') }};
+                DECLARE v_delay BIGINT;
+                DECLARE v_kind {{ m.name_local() }};
+                DECLARE v_content_type {{ m.name_local() }};
+                DECLARE v_priority INT;
+                DECLARE c_rows CURSOR FOR
+                    SELECT
+                        i.msg_key,
+                        i.msg_id,
+                        i.payload,
+                        i.metadata,
+                        i.delay_ms,
+                        i.kind,
+                        i.content_type,
+                        i.priority
+                    FROM queue__intake AS i
+                    ORDER BY i.idx;
+                DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+                OPEN c_rows;
+                row_loop: LOOP
+                    SET v_done = 0;
+                    FETCH c_rows INTO v_key, v_id, v_payload, v_metadata, v_delay, v_kind, v_content_type, v_priority;
+                    IF v_done = 1 THEN
+                        LEAVE row_loop;
+                    END IF;
+                    CALL queue__append(
+                        v_topic, v_key, v_id, v_payload, v_metadata, v_kind, v_content_type, v_priority, v_delay,
+                        v_now,
+                        NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate, v_pid, v_id
+                    );
+                END LOOP;
+                CLOSE c_rows;
+            END;
+        ELSE
+            -- move each sequence past the rows written: primary-key writes on rows we hold
+            UPDATE queue__publish_parts AS k
+            STRAIGHT_JOIN queue_partitions AS p ON k.partition_id = p.partition_id
+            SET p.last_offset = k.base_offset + k.row_count;
+        END IF;
+
+        {{ m.commit_if_own_transaction() }};
+        -- (a partition created here changed LAST_INSERT_ID(): the caller's is put back)
+        SET v_caller_id = LAST_INSERT_ID(v_caller_id);
+
+        IF v_conflict = 0 THEN
+            SELECT
+                i.idx,
+                tp.base_offset + i.part_rank AS `offset`,
+                0 AS duplicate,
+                tp.partition_id
+            FROM queue__intake AS i
+            STRAIGHT_JOIN queue__publish_parts AS tp
+                ON COALESCE(i.msg_key, '') = tp.part_key AND {{ m.intake_slot() }} = tp.slot
+            ORDER BY i.idx;
+        ELSE
+            -- a duplicate: in the log before this call, or an earlier row of the call with its id
+            SELECT
+                i.idx,
+                msg.msg_offset AS `offset`,
+                IF(
+                    msg.msg_offset <= tp.base_offset
+                    OR i.idx > MIN(i.idx) OVER (PARTITION BY tp.partition_id, i.msg_id), 1, 0
+                ) AS duplicate,
+                tp.partition_id
+            FROM queue__intake AS i
+            STRAIGHT_JOIN queue__publish_parts AS tp
+                ON COALESCE(i.msg_key, '') = tp.part_key AND {{ m.intake_slot() }} = tp.slot
+            INNER JOIN queue_messages AS msg ON tp.partition_id = msg.partition_id AND i.msg_id = msg.message_id
+            ORDER BY i.idx;
+        END IF;
+        IF v_own_transaction = 1 THEN
+            -- (outside any transaction: TRUNCATE commits)
+            TRUNCATE TABLE queue__intake;
+        ELSE
+            DELETE FROM queue__intake;
+        END IF;
     END IF;
-    IF v_own_transaction = 1 THEN
-        -- (outside any transaction: TRUNCATE commits)
-        TRUNCATE TABLE queue__intake;
-    ELSE
-        DELETE FROM queue__intake;
-    END IF;
-END intake
+END

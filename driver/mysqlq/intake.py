@@ -18,13 +18,17 @@ import MySQLdb
 
 from mysqlq import _sql, codec
 from mysqlq.connection import execute_rows
-from mysqlq.errors import InvalidArgument, translating
+from mysqlq.errors import InvalidArgument, PermissionDenied, translating
 
 # one INSERT statement carries this much at most
 # (under the server's max_allowed_packet: 16 MiB on MariaDB, 64 MiB on MySQL)
 STATEMENT_BYTES = 4 << 20
 
 Row = tuple[Any, ...]
+
+# a connection's intake: opened, or refused to this account (its batches go as JSON)
+OPEN = "open"
+JSON = "json"
 
 
 def _check_text(idx: int, name: str, value: Any) -> None:
@@ -199,25 +203,67 @@ def publish_rows(
 ) -> list[tuple[int, int, int, int]]:
     """Publish ``rows`` (intake rows) to ``topic`` over ``conn``: in its transaction when
     ``joined``, else each call commits on its own. Returns the result rows ``(idx, offset,
-    duplicate, partition_id)`` in idx order (the ids are the rows' own)."""
-    with translating():
-        cur = conn.cursor()
-        try:
-            if not getattr(conn, "_mysqlq_intake", False):
-                cur.execute(_sql.INTAKE_OPEN)
-                while cur.nextset():
-                    pass
-                conn._mysqlq_intake = True  # type: ignore[attr-defined]
-            elif joined:
-                cur.execute(_sql.INTAKE_CLEAR)
+    duplicate, partition_id)`` in idx order (the ids are the rows' own).
+
+    An account without EXECUTE on the intake's routines (a publisher granted before protocol 1.6;
+    ``mysqlq grants`` lists them) publishes through ``queue_publish_batch`` instead, on that
+    connection from then on."""
+    if getattr(conn, "_mysqlq_intake", None) == JSON:
+        return _publish_json(conn, topic, rows)
+    try:
+        with translating():
+            cur = conn.cursor()
             try:
-                for statement in insert_statements(conn, ranked(rows)):
-                    cur.execute(statement)
-            except Exception:
-                # an INSERT of several that failed: the rows already in are not this call's to keep
-                with contextlib.suppress(Exception):
+                if not getattr(conn, "_mysqlq_intake", None):
+                    cur.execute(_sql.INTAKE_OPEN)
+                    while cur.nextset():
+                        pass
+                    conn._mysqlq_intake = OPEN  # type: ignore[attr-defined]
+                elif joined:
                     cur.execute(_sql.INTAKE_CLEAR)
-                raise
-        finally:
-            cur.close()
-    return execute_rows(conn, _sql.PUBLISH_INTAKE, (topic,), tuples=True)
+                try:
+                    for statement in insert_statements(conn, ranked(rows)):
+                        cur.execute(statement)
+                except Exception:
+                    # an INSERT of several that failed: the rows already in are not this call's
+                    with contextlib.suppress(Exception):
+                        cur.execute(_sql.INTAKE_CLEAR)
+                    raise
+            finally:
+                cur.close()
+        return execute_rows(conn, _sql.PUBLISH_INTAKE, (topic,), tuples=True)
+    except PermissionDenied:
+        if getattr(conn, "_mysqlq_intake", None) == OPEN:
+            with contextlib.suppress(Exception), translating():
+                cur = conn.cursor()
+                cur.execute(_sql.INTAKE_CLEAR)
+                cur.close()
+        conn._mysqlq_intake = JSON  # type: ignore[attr-defined]
+        return _publish_json(conn, topic, rows)
+
+
+def _publish_json(
+    conn: MySQLdb.connections.Connection, topic: str, rows: list[Row]
+) -> list[tuple[int, int, int, int]]:
+    """The same rows through ``queue_publish_batch`` (the JSON interface)."""
+    elements = [
+        codec.batch_element_text(
+            payload,
+            msg_id,
+            key=key,
+            metadata=metadata,
+            delay_millis=delay,
+            rank=rank,
+            kind=kind,
+            content_type=content_type,
+            priority=priority,
+        )
+        for _idx, key, msg_id, payload, metadata, delay, kind, content_type, priority, rank in (
+            ranked(rows)
+        )
+    ]
+    found = execute_rows(conn, _sql.PUBLISH_BATCH, (topic, "[" + ",".join(elements) + "]"))
+    return [
+        (row[0], r["offset"], r["duplicate"], r["partition_id"])
+        for row, r in zip(rows, found, strict=True)
+    ]

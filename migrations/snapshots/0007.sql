@@ -2897,7 +2897,7 @@ CREATE PROCEDURE queue_publish_intake(
 )
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
-intake: BEGIN
+BEGIN
     DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
     DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_partitions INT;
@@ -2946,15 +2946,13 @@ intake: BEGIN
             0 AS partition_id
         FROM DUAL
         WHERE FALSE;
-        LEAVE intake;
-    END IF;
-
-    BEGIN
-        DECLARE CONTINUE HANDLER FOR 1146 SET v_new_parts = 1;
-        DELETE FROM queue__publish_parts;
-    END;
-    IF v_new_parts = 1 THEN
-        CREATE TEMPORARY TABLE queue__publish_parts (
+    ELSE
+        BEGIN
+            DECLARE CONTINUE HANDLER FOR 1146 SET v_new_parts = 1;
+            DELETE FROM queue__publish_parts;
+        END;
+        IF v_new_parts = 1 THEN
+            CREATE TEMPORARY TABLE queue__publish_parts (
         part_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
         slot INT NOT NULL,
         row_count INT NOT NULL,
@@ -2964,9 +2962,9 @@ intake: BEGIN
         base_offset BIGINT NULL,
         PRIMARY KEY (part_key, slot)
     ) ENGINE = InnoDB;
-    END IF;
+        END IF;
 
-    IF @@autocommit = 1 THEN
+        IF @@autocommit = 1 THEN
         BEGIN
             DECLARE CONTINUE HANDLER FOR 1568 SET v_own_transaction = -1;
             SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
@@ -2979,30 +2977,30 @@ intake: BEGIN
         SAVEPOINT mysqlq_publish;
     END IF;
 
-    SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
-    WHERE t.topic = v_topic;
-    IF v_partitions IS NULL THEN
-        IF @mysqlq_strict_topics = 1 THEN
+        SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
+        WHERE t.topic = v_topic;
+        IF v_partitions IS NULL THEN
+            IF @mysqlq_strict_topics = 1 THEN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ018 p_topic is not a configured topic and @mysqlq_strict_topics is 1: create it with queue_topic_configure';
         END IF;
-        INSERT IGNORE INTO queue_topics (topic, created_at) VALUES (v_topic, v_now);
-        SELECT t.partitions INTO v_partitions FROM queue_topics AS t
-        WHERE t.topic = v_topic LOCK IN SHARE MODE;
-    END IF;
+            INSERT IGNORE INTO queue_topics (topic, created_at) VALUES (v_topic, v_now);
+            SELECT t.partitions INTO v_partitions FROM queue_topics AS t
+            WHERE t.topic = v_topic LOCK IN SHARE MODE;
+        END IF;
 
-    INSERT INTO queue__publish_parts (part_key, slot, row_count, ranked, first_bad)
-    SELECT
-        d.part_key,
-        d.slot,
-        COUNT(*),
-        COUNT(d.part_rank) = COUNT(*) AND MIN(d.part_rank) = 1 AND MAX(d.part_rank) = COUNT(*),
-        MIN(d.bad_idx)
-    FROM (
+        INSERT INTO queue__publish_parts (part_key, slot, row_count, ranked, first_bad)
         SELECT
-            COALESCE(i.msg_key, '') AS part_key,
-            IF(i.msg_key IS NULL, CRC32(i.msg_id) % v_partitions + i.priority * 4096, -1) AS slot,
-            i.part_rank,
-            IF(CASE
+            d.part_key,
+            d.slot,
+            COUNT(*),
+            COUNT(d.part_rank) = COUNT(*) AND MIN(d.part_rank) = 1 AND MAX(d.part_rank) = COUNT(*),
+            MIN(d.bad_idx)
+        FROM (
+            SELECT
+                COALESCE(i.msg_key, '') AS part_key,
+                IF(i.msg_key IS NULL, CRC32(i.msg_id) % v_partitions + i.priority * 4096, -1) AS slot,
+                i.part_rank,
+                IF(CASE
             WHEN i.msg_key IS NOT NULL AND (CHAR_LENGTH(i.msg_key) NOT BETWEEN 1 AND 191 OR i.msg_key LIKE '% ')
                 THEN 'key must be NULL or 1 to 191 characters, not ending in a space'
             WHEN CHAR_LENGTH(i.msg_id) NOT BETWEEN 1 AND 191 OR i.msg_id LIKE '% '
@@ -3018,19 +3016,19 @@ intake: BEGIN
             WHEN i.priority NOT BETWEEN 0 AND 9
                 THEN 'priority must be an integer from 0 to 9'
         END IS NULL, NULL, i.idx) AS bad_idx
-        FROM queue__intake AS i
-    ) AS d
-    GROUP BY d.part_key, d.slot;
-    SELECT
-        SUM(k.row_count),
-        MIN(k.first_bad)
-    INTO v_rows, v_error_idx
-    FROM queue__publish_parts AS k;
-    IF v_rows > 100000 THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ009 queue__intake must hold at most 100000 messages';
-    END IF;
-    IF v_error_idx IS NOT NULL THEN
-        SELECT CASE
+            FROM queue__intake AS i
+        ) AS d
+        GROUP BY d.part_key, d.slot;
+        SELECT
+            SUM(k.row_count),
+            MIN(k.first_bad)
+        INTO v_rows, v_error_idx
+        FROM queue__publish_parts AS k;
+        IF v_rows > 100000 THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ009 queue__intake must hold at most 100000 messages';
+        END IF;
+        IF v_error_idx IS NOT NULL THEN
+            SELECT CASE
             WHEN i.msg_key IS NOT NULL AND (CHAR_LENGTH(i.msg_key) NOT BETWEEN 1 AND 191 OR i.msg_key LIKE '% ')
                 THEN 'key must be NULL or 1 to 191 characters, not ending in a space'
             WHEN CHAR_LENGTH(i.msg_id) NOT BETWEEN 1 AND 191 OR i.msg_id LIKE '% '
@@ -3046,139 +3044,140 @@ intake: BEGIN
             WHEN i.priority NOT BETWEEN 0 AND 9
                 THEN 'priority must be an integer from 0 to 9'
         END INTO v_error
-        FROM queue__intake AS i
-        WHERE i.idx = v_error_idx;
-        SET v_error = CONCAT('MQ010 messages[', v_error_idx, '] ', v_error);
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_error;
-    END IF;
+            FROM queue__intake AS i
+            WHERE i.idx = v_error_idx;
+            SET v_error = CONCAT('MQ010 messages[', v_error_idx, '] ', v_error);
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_error;
+        END IF;
 
-    CALL queue__lock_partitions(v_topic, v_now, v_own_transaction);
+        CALL queue__lock_partitions(v_topic, v_now, v_own_transaction);
 
-    IF EXISTS (SELECT 1 FROM queue__publish_parts AS k WHERE k.ranked = 0) THEN
-        DROP TEMPORARY TABLE IF EXISTS queue__publish_ranks;
-        CREATE TEMPORARY TABLE queue__publish_ranks (
-            idx INT NOT NULL,
-            part_rank INT NOT NULL,
-            PRIMARY KEY (idx)
-        ) ENGINE = InnoDB;
-        INSERT INTO queue__publish_ranks (idx, part_rank)
-        SELECT
-            i.idx,
-            ROW_NUMBER() OVER (PARTITION BY COALESCE(i.msg_key, ''), IF(i.msg_key IS NULL, CRC32(i.msg_id) % v_partitions + i.priority * 4096, -1) ORDER BY i.idx)
-        FROM queue__intake AS i;
-        UPDATE queue__intake AS i
-        STRAIGHT_JOIN queue__publish_ranks AS r ON i.idx = r.idx
-        SET i.part_rank = r.part_rank;
-        DROP TEMPORARY TABLE queue__publish_ranks;
-    END IF;
+        IF EXISTS (SELECT 1 FROM queue__publish_parts AS k WHERE k.ranked = 0) THEN
+            DROP TEMPORARY TABLE IF EXISTS queue__publish_ranks;
+            CREATE TEMPORARY TABLE queue__publish_ranks (
+                idx INT NOT NULL,
+                part_rank INT NOT NULL,
+                PRIMARY KEY (idx)
+            ) ENGINE = InnoDB;
+            INSERT INTO queue__publish_ranks (idx, part_rank)
+            SELECT
+                i.idx,
+                ROW_NUMBER() OVER (PARTITION BY COALESCE(i.msg_key, ''), IF(i.msg_key IS NULL, CRC32(i.msg_id) % v_partitions + i.priority * 4096, -1) ORDER BY i.idx)
+            FROM queue__intake AS i;
+            UPDATE queue__intake AS i
+            STRAIGHT_JOIN queue__publish_ranks AS r ON i.idx = r.idx
+            SET i.part_rank = r.part_rank;
+            DROP TEMPORARY TABLE queue__publish_ranks;
+        END IF;
 
-    BEGIN
-        DECLARE CONTINUE HANDLER FOR 1062 SET v_conflict = 1;
-        INSERT INTO queue_messages (
-            partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
-            published_at, deliver_at, kind, content_type, priority
-        )
-        SELECT
-            tp.partition_id,
-            tp.base_offset + i.part_rank,
-            v_topic,
-            i.msg_key,
-            i.msg_id,
-            i.payload,
-            i.metadata,
-            v_now,
-            v_now + i.delay_ms,
-            i.kind,
-            i.content_type,
-            i.priority
-        FROM queue__intake AS i
-        STRAIGHT_JOIN queue__publish_parts AS tp
-            ON COALESCE(i.msg_key, '') = tp.part_key AND IF(i.msg_key IS NULL, CRC32(i.msg_id) % v_partitions + i.priority * 4096, -1) = tp.slot;
-    END;
-
-    IF v_conflict = 1 THEN
         BEGIN
-            DECLARE v_done INT DEFAULT 0;
-            DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-            DECLARE v_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-            DECLARE v_payload LONGBLOB;
-            DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-            DECLARE v_delay BIGINT;
-            DECLARE v_kind VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-            DECLARE v_content_type VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-            DECLARE v_priority INT;
-            DECLARE c_rows CURSOR FOR
-                SELECT
-                    i.msg_key,
-                    i.msg_id,
-                    i.payload,
-                    i.metadata,
-                    i.delay_ms,
-                    i.kind,
-                    i.content_type,
-                    i.priority
-                FROM queue__intake AS i
-                ORDER BY i.idx;
-            DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-            OPEN c_rows;
-            row_loop: LOOP
-                SET v_done = 0;
-                FETCH c_rows INTO v_key, v_id, v_payload, v_metadata, v_delay, v_kind, v_content_type, v_priority;
-                IF v_done = 1 THEN
-                    LEAVE row_loop;
-                END IF;
-                CALL queue__append(
-                    v_topic, v_key, v_id, v_payload, v_metadata, v_kind, v_content_type, v_priority, v_delay,
-                    v_now,
-                    NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate, v_pid, v_id
-                );
-            END LOOP;
-            CLOSE c_rows;
+            DECLARE CONTINUE HANDLER FOR 1062 SET v_conflict = 1;
+            INSERT INTO queue_messages (
+                partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
+                published_at, deliver_at, kind, content_type, priority
+            )
+            SELECT
+                tp.partition_id,
+                tp.base_offset + i.part_rank,
+                v_topic,
+                i.msg_key,
+                i.msg_id,
+                i.payload,
+                i.metadata,
+                v_now,
+                v_now + i.delay_ms,
+                i.kind,
+                i.content_type,
+                i.priority
+            FROM queue__intake AS i
+            STRAIGHT_JOIN queue__publish_parts AS tp
+                ON COALESCE(i.msg_key, '') = tp.part_key AND IF(i.msg_key IS NULL, CRC32(i.msg_id) % v_partitions + i.priority * 4096, -1) = tp.slot;
         END;
-    ELSE
-        UPDATE queue__publish_parts AS k
-        STRAIGHT_JOIN queue_partitions AS p ON k.partition_id = p.partition_id
-        SET p.last_offset = k.base_offset + k.row_count;
-    END IF;
 
-    IF v_own_transaction = 1 THEN
+        IF v_conflict = 1 THEN
+            BEGIN
+                DECLARE v_done INT DEFAULT 0;
+                DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+                DECLARE v_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+                DECLARE v_payload LONGBLOB;
+                DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+                DECLARE v_delay BIGINT;
+                DECLARE v_kind VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+                DECLARE v_content_type VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+                DECLARE v_priority INT;
+                DECLARE c_rows CURSOR FOR
+                    SELECT
+                        i.msg_key,
+                        i.msg_id,
+                        i.payload,
+                        i.metadata,
+                        i.delay_ms,
+                        i.kind,
+                        i.content_type,
+                        i.priority
+                    FROM queue__intake AS i
+                    ORDER BY i.idx;
+                DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+                OPEN c_rows;
+                row_loop: LOOP
+                    SET v_done = 0;
+                    FETCH c_rows INTO v_key, v_id, v_payload, v_metadata, v_delay, v_kind, v_content_type, v_priority;
+                    IF v_done = 1 THEN
+                        LEAVE row_loop;
+                    END IF;
+                    CALL queue__append(
+                        v_topic, v_key, v_id, v_payload, v_metadata, v_kind, v_content_type, v_priority, v_delay,
+                        v_now,
+                        NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate, v_pid, v_id
+                    );
+                END LOOP;
+                CLOSE c_rows;
+            END;
+        ELSE
+            UPDATE queue__publish_parts AS k
+            STRAIGHT_JOIN queue_partitions AS p ON k.partition_id = p.partition_id
+            SET p.last_offset = k.base_offset + k.row_count;
+        END IF;
+
+        IF v_own_transaction = 1 THEN
         COMMIT;
     ELSE
         RELEASE SAVEPOINT mysqlq_publish;
     END IF;
-    SET v_caller_id = LAST_INSERT_ID(v_caller_id);
+        SET v_caller_id = LAST_INSERT_ID(v_caller_id);
 
-    IF v_conflict = 0 THEN
-        SELECT
-            i.idx,
-            tp.base_offset + i.part_rank AS `offset`,
-            0 AS duplicate,
-            tp.partition_id
-        FROM queue__intake AS i
-        STRAIGHT_JOIN queue__publish_parts AS tp
-            ON COALESCE(i.msg_key, '') = tp.part_key AND IF(i.msg_key IS NULL, CRC32(i.msg_id) % v_partitions + i.priority * 4096, -1) = tp.slot
-        ORDER BY i.idx;
-    ELSE
-        SELECT
-            i.idx,
-            msg.msg_offset AS `offset`,
-            IF(
-                msg.msg_offset <= tp.base_offset
-                OR i.idx > MIN(i.idx) OVER (PARTITION BY tp.partition_id, i.msg_id), 1, 0
-            ) AS duplicate,
-            tp.partition_id
-        FROM queue__intake AS i
-        STRAIGHT_JOIN queue__publish_parts AS tp
-            ON COALESCE(i.msg_key, '') = tp.part_key AND IF(i.msg_key IS NULL, CRC32(i.msg_id) % v_partitions + i.priority * 4096, -1) = tp.slot
-        INNER JOIN queue_messages AS msg ON tp.partition_id = msg.partition_id AND i.msg_id = msg.message_id
-        ORDER BY i.idx;
+        IF v_conflict = 0 THEN
+            SELECT
+                i.idx,
+                tp.base_offset + i.part_rank AS `offset`,
+                0 AS duplicate,
+                tp.partition_id
+            FROM queue__intake AS i
+            STRAIGHT_JOIN queue__publish_parts AS tp
+                ON COALESCE(i.msg_key, '') = tp.part_key AND IF(i.msg_key IS NULL, CRC32(i.msg_id) % v_partitions + i.priority * 4096, -1) = tp.slot
+            ORDER BY i.idx;
+        ELSE
+            SELECT
+                i.idx,
+                msg.msg_offset AS `offset`,
+                IF(
+                    msg.msg_offset <= tp.base_offset
+                    OR i.idx > MIN(i.idx) OVER (PARTITION BY tp.partition_id, i.msg_id), 1, 0
+                ) AS duplicate,
+                tp.partition_id
+            FROM queue__intake AS i
+            STRAIGHT_JOIN queue__publish_parts AS tp
+                ON COALESCE(i.msg_key, '') = tp.part_key AND IF(i.msg_key IS NULL, CRC32(i.msg_id) % v_partitions + i.priority * 4096, -1) = tp.slot
+            INNER JOIN queue_messages AS msg ON tp.partition_id = msg.partition_id AND i.msg_id = msg.message_id
+            ORDER BY i.idx;
+        END IF;
+        IF v_own_transaction = 1 THEN
+            TRUNCATE TABLE queue__intake;
+        ELSE
+            DELETE FROM queue__intake;
+        END IF;
     END IF;
-    IF v_own_transaction = 1 THEN
-        TRUNCATE TABLE queue__intake;
-    ELSE
-        DELETE FROM queue__intake;
-    END IF;
-END intake
+END
 
 -- mysqlq:object procedure queue_publish_message
 CREATE PROCEDURE queue_publish_message(

@@ -13,7 +13,7 @@ revision = "0007"
 down_revision = "0006"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "d581241da3658ed4050999e454c733eba398e0e34456e0d042852d174f890720"
+snapshot_sha256 = "85dd0de774225ca302206e33659a6759e1d65ce8fd7846c2ff158eb4efdbcb74"
 
 
 def upgrade() -> None:

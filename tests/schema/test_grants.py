@@ -214,6 +214,42 @@ def test_publisher_publishes_and_nothing_else(accounts: Accounts) -> None:
         denied(conn, "DROP PROCEDURE queue_publish")
 
 
+def test_publisher_granted_before_protocol_1_6_publishes_batches_as_json(
+    accounts: Accounts,
+) -> None:
+    """A publisher account granted before the intake routines existed (EXECUTE on the 1.5
+    publisher routines only) still publishes batches: the driver falls back to
+    queue_publish_batch on that connection, the same rows, results and guarantees."""
+    user = mq_connection.parse_dsn(accounts.publisher).username
+    intake_routines = ("queue_intake_open", "queue_publish_intake")
+    revoke = [
+        f"REVOKE EXECUTE ON PROCEDURE `{accounts.database}`.`{name}` FROM '{user}'@'%'"
+        for name in intake_routines
+    ]
+    _run(accounts.root, revoke)
+    try:
+        with mysqlq.connect(accounts.publisher) as client:
+            batch = [{"payload": b"x", "key": "legacy", "id": f"l-{i}"} for i in range(3)]
+            first = client.publish_batch("legacy", batch)
+            assert [(r.offset, r.duplicate) for r in first] == [(1, False), (2, False), (3, False)]
+            assert client._conn._mysqlq_intake == "json"
+            again = client.publish_batch("legacy", [*batch[1:], {"payload": b"y", "key": "legacy"}])
+            assert [(r.offset, r.duplicate) for r in again] == [(2, True), (3, True), (4, False)]
+            with client.transaction() as tx:
+                assert [
+                    r.offset
+                    for r in tx.publish_batch("legacy", [{"payload": b"z", "key": "legacy"}])
+                ] == [5]
+    finally:
+        _run(
+            accounts.root,
+            [s.replace("REVOKE", "GRANT").replace(" FROM ", " TO ") for s in revoke],
+        )
+    with mysqlq.connect(accounts.publisher) as client:
+        assert client.publish_batch("legacy", [{"payload": b"w", "key": "legacy"}])[0].offset == 6
+        assert client._conn._mysqlq_intake == "open"
+
+
 # --------------------------------------------------------------------------- consumer
 
 
