@@ -248,6 +248,11 @@ def test_publisher_granted_before_protocol_1_6_publishes_batches_as_json(
     with mysqlq.connect(accounts.publisher) as client:
         assert client.publish_batch("legacy", [{"payload": b"w", "key": "legacy"}])[0].offset == 6
         assert client._conn._mysqlq_intake == "open"
+        # in a transaction the driver empties the intake first: EXECUTE is all it takes
+        with client.transaction() as tx:
+            tx.publish_batch("legacy", [{"payload": b"v", "key": "legacy"}])
+            tx.publish_batch("legacy", [{"payload": b"u", "key": "legacy"}])
+            assert tx.connection._mysqlq_intake == "open"
 
 
 # --------------------------------------------------------------------------- consumer
