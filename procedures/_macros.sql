@@ -560,3 +560,72 @@ CREATE TEMPORARY TABLE queue__publish_parts (
         PRIMARY KEY (part_key, slot)
     ) ENGINE = InnoDB
 {%- endmacro %}
+
+{#- The careful path of a batch with a repeated id: the rows of session table `table` (columns
+    idx, msg_key, msg_id, payload, metadata, delay_ms, kind, content_type, priority), in idx
+    order, each appended or found by queue__append (which moves each sequence itself). Needs
+    v_topic, v_now, v_offset, v_duplicate and v_pid. -#}
+{% macro append_one_by_one(table) -%}
+BEGIN
+        DECLARE v_done INT DEFAULT 0;
+        DECLARE v_key {{ name_local() }};
+        DECLARE v_id {{ name_local() }};
+        DECLARE v_payload LONGBLOB;
+        DECLARE v_metadata {{ text('LONGTEXT') }};
+        DECLARE v_delay BIGINT;
+        DECLARE v_kind {{ name_local() }};
+        DECLARE v_content_type {{ name_local() }};
+        DECLARE v_priority INT;
+        DECLARE c_rows CURSOR FOR
+            SELECT
+                r.msg_key,
+                r.msg_id,
+                r.payload,
+                r.metadata,
+                r.delay_ms,
+                r.kind,
+                r.content_type,
+                r.priority
+            FROM {{ table }} AS r
+            ORDER BY r.idx;
+        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+        OPEN c_rows;
+        row_loop: LOOP
+            SET v_done = 0;
+            FETCH c_rows INTO v_key, v_id, v_payload, v_metadata, v_delay, v_kind, v_content_type, v_priority;
+            IF v_done = 1 THEN
+                LEAVE row_loop;
+            END IF;
+            CALL queue__append(
+                v_topic, v_key, v_id, v_payload, v_metadata, v_kind, v_content_type, v_priority, v_delay,
+                v_now,
+                NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate, v_pid, v_id
+            );
+        END LOOP;
+        CLOSE c_rows;
+    END
+{%- endmacro %}
+
+{#- Number the rows of session table `table` (columns idx and part_rank) whose partition the caller
+    did not (or not rightly) rank: in idx order within each partition (`part_key`, `slot`:
+    expressions over alias r). Through a second session table: MySQL cannot open a TEMPORARY table
+    twice in one statement. -#}
+{% macro number_unranked(table, part_key, slot) -%}
+IF EXISTS (SELECT 1 FROM queue__publish_parts AS k WHERE k.ranked = 0) THEN
+        DROP TEMPORARY TABLE IF EXISTS queue__publish_ranks;
+        CREATE TEMPORARY TABLE queue__publish_ranks (
+            idx INT NOT NULL,
+            part_rank INT NOT NULL,
+            PRIMARY KEY (idx)
+        ) ENGINE = InnoDB;
+        INSERT INTO queue__publish_ranks (idx, part_rank)
+        SELECT
+            r.idx,
+            ROW_NUMBER() OVER (PARTITION BY {{ part_key }}, {{ slot }} ORDER BY r.idx)
+        FROM {{ table }} AS r;
+        UPDATE {{ table }} AS r
+        STRAIGHT_JOIN queue__publish_ranks AS n ON r.idx = n.idx
+        SET r.part_rank = n.part_rank;
+        DROP TEMPORARY TABLE queue__publish_ranks;
+    END IF
+{%- endmacro %}

@@ -104,24 +104,7 @@ BEGIN  -- noqa: LT02
     CALL queue__lock_partitions(v_topic, v_now, v_own_transaction);
 
     -- elements the caller did not (or not rightly) rank: all numbered here, in input order
-    -- (through a second session table: MySQL cannot open a TEMPORARY table twice in one statement)
-    IF EXISTS (SELECT 1 FROM queue__publish_parts AS k WHERE k.ranked = 0) THEN
-        DROP TEMPORARY TABLE IF EXISTS queue__publish_ranks;
-        CREATE TEMPORARY TABLE queue__publish_ranks (
-            idx INT NOT NULL,
-            part_rank INT NOT NULL,
-            PRIMARY KEY (idx)
-        ) ENGINE = InnoDB;
-        INSERT INTO queue__publish_ranks (idx, part_rank)
-        SELECT
-            o.idx,
-            ROW_NUMBER() OVER (PARTITION BY o.part_key, o.slot ORDER BY o.idx)
-        FROM queue__publish_offsets AS o;
-        UPDATE queue__publish_offsets AS o
-        STRAIGHT_JOIN queue__publish_ranks AS r ON o.idx = r.idx
-        SET o.part_rank = r.part_rank;
-        DROP TEMPORARY TABLE queue__publish_ranks;
-    END IF;
+    {{ m.number_unranked('queue__publish_offsets', 'r.part_key', 'r.slot') }};
 
     -- one pass writes the batch, checking every element on the way: an invalid one gets a NULL
     -- offset and fails the statement (1048). An id the log holds already, or that the batch
@@ -218,44 +201,7 @@ BEGIN  -- noqa: LT02
             {{ m.batch_content_type() }},
             {{ m.batch_priority() }}
         FROM {{ m.batch_elements() }} AS e;
-        BEGIN
-            DECLARE v_done INT DEFAULT 0;
-            DECLARE v_key {{ m.name_local() }};
-            DECLARE v_id {{ m.name_local() }};
-            DECLARE v_payload LONGBLOB;
-            DECLARE v_metadata {{ m.text('LONGTEXT') }};
-            DECLARE v_delay BIGINT;
-            DECLARE v_kind {{ m.name_local() }};
-            DECLARE v_content_type {{ m.name_local() }};
-            DECLARE v_priority INT;
-            DECLARE c_elements CURSOR FOR
-                SELECT
-                    pe.msg_key,
-                    pe.msg_id,
-                    pe.payload,
-                    pe.metadata,
-                    pe.delay_ms,
-                    pe.kind,
-                    pe.content_type,
-                    pe.priority
-                FROM queue__publish_elements AS pe
-                ORDER BY pe.idx;
-            DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-            OPEN c_elements;
-            element_loop: LOOP
-                SET v_done = 0;
-                FETCH c_elements INTO v_key, v_id, v_payload, v_metadata, v_delay, v_kind, v_content_type, v_priority;
-                IF v_done = 1 THEN
-                    LEAVE element_loop;
-                END IF;
-                CALL queue__append(
-                    v_topic, v_key, v_id, v_payload, v_metadata, v_kind, v_content_type, v_priority, v_delay,
-                    v_now,
-                    NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate, v_pid, v_id
-                );
-            END LOOP;
-            CLOSE c_elements;
-        END;
+        {{ m.append_one_by_one('queue__publish_elements') }};
         DROP TEMPORARY TABLE queue__publish_elements;
     END IF;
 

@@ -115,25 +115,8 @@ BEGIN  -- noqa: LT02
         -- the sequence rows, locked until the caller commits (G3)
         CALL queue__lock_partitions(v_topic, v_now, v_own_transaction);
 
-        -- rows the caller did not (or not rightly) rank: all numbered here, in idx order (through a
-        -- second session table: MySQL cannot open a TEMPORARY table twice in one statement)
-        IF EXISTS (SELECT 1 FROM queue__publish_parts AS k WHERE k.ranked = 0) THEN
-            DROP TEMPORARY TABLE IF EXISTS queue__publish_ranks;
-            CREATE TEMPORARY TABLE queue__publish_ranks (
-                idx INT NOT NULL,
-                part_rank INT NOT NULL,
-                PRIMARY KEY (idx)
-            ) ENGINE = InnoDB;
-            INSERT INTO queue__publish_ranks (idx, part_rank)
-            SELECT
-                i.idx,
-                ROW_NUMBER() OVER (PARTITION BY COALESCE(i.msg_key, ''), {{ m.intake_slot() }} ORDER BY i.idx)
-            FROM queue__intake AS i;
-            UPDATE queue__intake AS i
-            STRAIGHT_JOIN queue__publish_ranks AS r ON i.idx = r.idx
-            SET i.part_rank = r.part_rank;
-            DROP TEMPORARY TABLE queue__publish_ranks;
-        END IF;
+        -- rows the caller did not (or not rightly) rank: all numbered here, in idx order
+        {{ m.number_unranked('queue__intake', "COALESCE(r.msg_key, '')", m.intake_slot('r')) }};
 
         -- one statement writes every row. An id the log holds already, or that the call repeats in
         -- one partition, fails it (1062, G1; the statement's rows are undone) and takes the careful path
@@ -164,44 +147,7 @@ BEGIN  -- noqa: LT02
         IF v_conflict = 1 THEN
             -- a repeated id: row by row in idx order, each appended or found (queue__append moves
             -- each sequence itself)
-            BEGIN
-                DECLARE v_done INT DEFAULT 0;
-                DECLARE v_key {{ m.name_local() }};
-                DECLARE v_id {{ m.name_local() }};
-                DECLARE v_payload LONGBLOB;
-                DECLARE v_metadata {{ m.text('LONGTEXT') }};
-                DECLARE v_delay BIGINT;
-                DECLARE v_kind {{ m.name_local() }};
-                DECLARE v_content_type {{ m.name_local() }};
-                DECLARE v_priority INT;
-                DECLARE c_rows CURSOR FOR
-                    SELECT
-                        i.msg_key,
-                        i.msg_id,
-                        i.payload,
-                        i.metadata,
-                        i.delay_ms,
-                        i.kind,
-                        i.content_type,
-                        i.priority
-                    FROM queue__intake AS i
-                    ORDER BY i.idx;
-                DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-                OPEN c_rows;
-                row_loop: LOOP
-                    SET v_done = 0;
-                    FETCH c_rows INTO v_key, v_id, v_payload, v_metadata, v_delay, v_kind, v_content_type, v_priority;
-                    IF v_done = 1 THEN
-                        LEAVE row_loop;
-                    END IF;
-                    CALL queue__append(
-                        v_topic, v_key, v_id, v_payload, v_metadata, v_kind, v_content_type, v_priority, v_delay,
-                        v_now,
-                        NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate, v_pid, v_id
-                    );
-                END LOOP;
-                CLOSE c_rows;
-            END;
+            {{ m.append_one_by_one('queue__intake') }};
         ELSE
             -- move each sequence past the rows written: primary-key writes on rows we hold
             UPDATE queue__publish_parts AS k

@@ -13,7 +13,7 @@ import contextlib
 import json
 import math
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from mysqlq.errors import InvalidArgument
@@ -24,11 +24,9 @@ __all__ = [
     "CONTENT_OCTETS",
     "CONTENT_TEXT",
     "MESSAGE_FIELDS",
-    "batch_element",
     "batch_element_text",
-    "batch_elements",
     "batch_json",
-    "chunks",
+    "check_metadata_text",
     "delay_ms",
     "dlq_entry_json",
     "encode_payload",
@@ -126,50 +124,14 @@ BATCH_FIELDS = frozenset(
 )
 
 
-def batch_element(message: Any, default_id: str) -> dict[str, Any]:
-    """One element of queue_publish_batch's JSON from a payload or a mapping.
-
-    ``default_id`` is the id of a message given without one: made by the driver, so that a retry
-    after a lost reply is recognised as a duplicate.
-    """
-    if isinstance(message, bytes):
-        return {
-            "payload_b64": base64.b64encode(message).decode("ascii"),
-            "id": default_id,
-            "content_type": CONTENT_OCTETS,
-        }
-    if isinstance(message, (bytearray, memoryview, str)):
-        message = {"payload": message}
-    if not isinstance(message, Mapping):
-        raise InvalidArgument(
-            "publish_batch takes payloads (bytes or str) or mappings with a 'payload' key"
-        )
-    unknown = message.keys() - BATCH_FIELDS
-    if unknown:
-        raise InvalidArgument(f"unknown message field(s): {', '.join(sorted(unknown))}")
-    if "payload" not in message:
-        raise InvalidArgument("every message needs a 'payload'")
-    data, content_type = encode_payload(message["payload"], message.get("content_type"))
-    element: dict[str, Any] = {
-        "payload_b64": base64.b64encode(data).decode("ascii"),
-        "id": default_id if message.get("id") is None else message["id"],
-        "content_type": content_type,
-    }
-    if message.get("kind") is not None:
-        element["kind"] = message["kind"]
-    priority = priority_value(message.get("priority"))
-    if priority:
-        element["priority"] = priority
-    key = message.get("key")
-    if key is not None:
-        element["key"] = key
-    metadata = message.get("metadata")
-    if metadata is not None:
-        text = metadata_json(metadata)  # checks it: a mapping, JSON-serialisable, no NaN
-        element["metadata"] = metadata if type(metadata) is dict else json.loads(text or "null")
-    if message.get("delay"):
-        element["delay_ms"] = delay_ms(message["delay"])
-    return element
+def check_metadata_text(metadata: str) -> None:
+    """Metadata given as text (as a Spark row holds it) must be a JSON object."""
+    try:
+        parsed = json.loads(metadata)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise InvalidArgument("metadata must be a JSON object")
 
 
 def batch_element_text(
@@ -200,12 +162,7 @@ def batch_element_text(
     if key is not None:
         parts += [',"key":', json.dumps(key, ensure_ascii=False)]
     if metadata is not None:
-        try:
-            parsed = json.loads(metadata)
-        except ValueError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            raise InvalidArgument("metadata must be a JSON object")
+        check_metadata_text(metadata)
         parts += [',"metadata":', metadata]
     if delay_millis:
         parts += [',"delay_ms":', str(int(delay_millis))]
@@ -222,47 +179,10 @@ def batch_element_text(
     return "".join(parts)
 
 
-def batch_elements(messages: Any, chunk_size: Any) -> list[dict[str, Any]]:
-    """Check a whole batch before anything is sent: bad input publishes nothing."""
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
-        raise InvalidArgument(f"chunk_size must be an integer, not {chunk_size!r}")
-    if not 1 <= chunk_size <= 100_000:
-        raise InvalidArgument("chunk_size must be between 1 and 100000")
-    if isinstance(messages, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(
-        messages, Iterable
-    ):
-        raise InvalidArgument(
-            "messages must be an iterable of payloads or message mappings, "
-            f"not {type(messages).__name__}"
-        )
-    # one uuid per call: ids the driver makes for messages without one (a retry is recognised)
-    prefix = uuid.uuid4().hex
-    return [batch_element(m, f"{prefix}-{i}") for i, m in enumerate(messages)]
-
-
 # a chunk's payloads (as sent: base64 or text) stay under this many bytes: the call's statement
 # under the server's max_allowed_packet (16 MiB on MariaDB, 64 MiB on MySQL) with room for the
 # JSON around them, and its transaction far under Group Replication's 150 MB size limit
 CHUNK_BYTES = 8 << 20
-
-
-def chunks(
-    elements: list[dict[str, Any]], chunk_size: int, max_bytes: int | None = None
-) -> Iterator[list[dict[str, Any]]]:
-    """``elements`` in order, in chunks of at most ``chunk_size`` elements whose payloads add up
-    to at most ``max_bytes`` (default :data:`CHUNK_BYTES`; a single larger element goes alone)."""
-    max_bytes = CHUNK_BYTES if max_bytes is None else max_bytes
-    chunk: list[dict[str, Any]] = []
-    size = 0
-    for element in elements:
-        n = len(element.get("payload_b64") or element.get("payload") or "")
-        if chunk and (len(chunk) >= chunk_size or size + n > max_bytes):
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(element)
-        size += n
-    if chunk:
-        yield chunk
 
 
 def batch_json(chunk: list[dict[str, Any]]) -> str:

@@ -91,26 +91,17 @@ def message_row(message: Any, default_id: str, idx: int) -> Row:
         raise InvalidArgument("every message needs a 'payload'")
     get = message.get
     data, content_type = codec.encode_payload(message["payload"], get("content_type"))
-    key, msg_id, kind = get("key"), get("id"), get("kind")
-    metadata, delay, priority = get("metadata"), get("delay"), get("priority")
-    if msg_id is None:
-        msg_id = default_id
-    else:
-        _check_text(idx, "id", msg_id)
-    for name, value in (("key", key), ("kind", kind), ("content_type", content_type)):
-        if value is not None:
-            _check_text(idx, name, value)
-    return (
+    msg_id, metadata, delay, priority = get("id"), get("metadata"), get("delay"), get("priority")
+    return row(
         idx,
-        key,
-        msg_id,
         data,
-        None if metadata is None else codec.metadata_json(metadata),
-        codec.delay_ms(delay) if delay else 0,
-        kind,
-        content_type,
-        0 if priority is None else codec.priority_value(priority),
-        None,
+        default_id if msg_id is None else msg_id,
+        key=get("key"),
+        metadata=None if metadata is None else codec.metadata_json(metadata),
+        delay_ms=codec.delay_ms(delay) if delay else 0,
+        kind=get("kind"),
+        content_type=content_type,
+        priority=0 if priority is None else codec.priority_value(priority),
     )
 
 

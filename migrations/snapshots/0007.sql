@@ -2477,12 +2477,12 @@ BEGIN
         ) ENGINE = InnoDB;
         INSERT INTO queue__publish_ranks (idx, part_rank)
         SELECT
-            o.idx,
-            ROW_NUMBER() OVER (PARTITION BY o.part_key, o.slot ORDER BY o.idx)
-        FROM queue__publish_offsets AS o;
-        UPDATE queue__publish_offsets AS o
-        STRAIGHT_JOIN queue__publish_ranks AS r ON o.idx = r.idx
-        SET o.part_rank = r.part_rank;
+            r.idx,
+            ROW_NUMBER() OVER (PARTITION BY r.part_key, r.slot ORDER BY r.idx)
+        FROM queue__publish_offsets AS r;
+        UPDATE queue__publish_offsets AS r
+        STRAIGHT_JOIN queue__publish_ranks AS n ON r.idx = n.idx
+        SET r.part_rank = n.part_rank;
         DROP TEMPORARY TABLE queue__publish_ranks;
     END IF;
 
@@ -2797,43 +2797,43 @@ BEGIN
         )) AS j
     ) AS e;
         BEGIN
-            DECLARE v_done INT DEFAULT 0;
-            DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-            DECLARE v_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-            DECLARE v_payload LONGBLOB;
-            DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-            DECLARE v_delay BIGINT;
-            DECLARE v_kind VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-            DECLARE v_content_type VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-            DECLARE v_priority INT;
-            DECLARE c_elements CURSOR FOR
-                SELECT
-                    pe.msg_key,
-                    pe.msg_id,
-                    pe.payload,
-                    pe.metadata,
-                    pe.delay_ms,
-                    pe.kind,
-                    pe.content_type,
-                    pe.priority
-                FROM queue__publish_elements AS pe
-                ORDER BY pe.idx;
-            DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-            OPEN c_elements;
-            element_loop: LOOP
-                SET v_done = 0;
-                FETCH c_elements INTO v_key, v_id, v_payload, v_metadata, v_delay, v_kind, v_content_type, v_priority;
-                IF v_done = 1 THEN
-                    LEAVE element_loop;
-                END IF;
-                CALL queue__append(
-                    v_topic, v_key, v_id, v_payload, v_metadata, v_kind, v_content_type, v_priority, v_delay,
-                    v_now,
-                    NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate, v_pid, v_id
-                );
-            END LOOP;
-            CLOSE c_elements;
-        END;
+        DECLARE v_done INT DEFAULT 0;
+        DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+        DECLARE v_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+        DECLARE v_payload LONGBLOB;
+        DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+        DECLARE v_delay BIGINT;
+        DECLARE v_kind VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+        DECLARE v_content_type VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+        DECLARE v_priority INT;
+        DECLARE c_rows CURSOR FOR
+            SELECT
+                r.msg_key,
+                r.msg_id,
+                r.payload,
+                r.metadata,
+                r.delay_ms,
+                r.kind,
+                r.content_type,
+                r.priority
+            FROM queue__publish_elements AS r
+            ORDER BY r.idx;
+        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+        OPEN c_rows;
+        row_loop: LOOP
+            SET v_done = 0;
+            FETCH c_rows INTO v_key, v_id, v_payload, v_metadata, v_delay, v_kind, v_content_type, v_priority;
+            IF v_done = 1 THEN
+                LEAVE row_loop;
+            END IF;
+            CALL queue__append(
+                v_topic, v_key, v_id, v_payload, v_metadata, v_kind, v_content_type, v_priority, v_delay,
+                v_now,
+                NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate, v_pid, v_id
+            );
+        END LOOP;
+        CLOSE c_rows;
+    END;
         DROP TEMPORARY TABLE queue__publish_elements;
     END IF;
 
@@ -3053,22 +3053,22 @@ BEGIN
         CALL queue__lock_partitions(v_topic, v_now, v_own_transaction);
 
         IF EXISTS (SELECT 1 FROM queue__publish_parts AS k WHERE k.ranked = 0) THEN
-            DROP TEMPORARY TABLE IF EXISTS queue__publish_ranks;
-            CREATE TEMPORARY TABLE queue__publish_ranks (
-                idx INT NOT NULL,
-                part_rank INT NOT NULL,
-                PRIMARY KEY (idx)
-            ) ENGINE = InnoDB;
-            INSERT INTO queue__publish_ranks (idx, part_rank)
-            SELECT
-                i.idx,
-                ROW_NUMBER() OVER (PARTITION BY COALESCE(i.msg_key, ''), IF(i.msg_key IS NULL, CRC32(i.msg_id) % v_partitions + i.priority * 4096, -1) ORDER BY i.idx)
-            FROM queue__intake AS i;
-            UPDATE queue__intake AS i
-            STRAIGHT_JOIN queue__publish_ranks AS r ON i.idx = r.idx
-            SET i.part_rank = r.part_rank;
-            DROP TEMPORARY TABLE queue__publish_ranks;
-        END IF;
+        DROP TEMPORARY TABLE IF EXISTS queue__publish_ranks;
+        CREATE TEMPORARY TABLE queue__publish_ranks (
+            idx INT NOT NULL,
+            part_rank INT NOT NULL,
+            PRIMARY KEY (idx)
+        ) ENGINE = InnoDB;
+        INSERT INTO queue__publish_ranks (idx, part_rank)
+        SELECT
+            r.idx,
+            ROW_NUMBER() OVER (PARTITION BY COALESCE(r.msg_key, ''), IF(r.msg_key IS NULL, CRC32(r.msg_id) % v_partitions + r.priority * 4096, -1) ORDER BY r.idx)
+        FROM queue__intake AS r;
+        UPDATE queue__intake AS r
+        STRAIGHT_JOIN queue__publish_ranks AS n ON r.idx = n.idx
+        SET r.part_rank = n.part_rank;
+        DROP TEMPORARY TABLE queue__publish_ranks;
+    END IF;
 
         BEGIN
             DECLARE CONTINUE HANDLER FOR 1062 SET v_conflict = 1;
@@ -3096,43 +3096,43 @@ BEGIN
 
         IF v_conflict = 1 THEN
             BEGIN
-                DECLARE v_done INT DEFAULT 0;
-                DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-                DECLARE v_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-                DECLARE v_payload LONGBLOB;
-                DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-                DECLARE v_delay BIGINT;
-                DECLARE v_kind VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-                DECLARE v_content_type VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-                DECLARE v_priority INT;
-                DECLARE c_rows CURSOR FOR
-                    SELECT
-                        i.msg_key,
-                        i.msg_id,
-                        i.payload,
-                        i.metadata,
-                        i.delay_ms,
-                        i.kind,
-                        i.content_type,
-                        i.priority
-                    FROM queue__intake AS i
-                    ORDER BY i.idx;
-                DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-                OPEN c_rows;
-                row_loop: LOOP
-                    SET v_done = 0;
-                    FETCH c_rows INTO v_key, v_id, v_payload, v_metadata, v_delay, v_kind, v_content_type, v_priority;
-                    IF v_done = 1 THEN
-                        LEAVE row_loop;
-                    END IF;
-                    CALL queue__append(
-                        v_topic, v_key, v_id, v_payload, v_metadata, v_kind, v_content_type, v_priority, v_delay,
-                        v_now,
-                        NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate, v_pid, v_id
-                    );
-                END LOOP;
-                CLOSE c_rows;
-            END;
+        DECLARE v_done INT DEFAULT 0;
+        DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+        DECLARE v_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+        DECLARE v_payload LONGBLOB;
+        DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+        DECLARE v_delay BIGINT;
+        DECLARE v_kind VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+        DECLARE v_content_type VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+        DECLARE v_priority INT;
+        DECLARE c_rows CURSOR FOR
+            SELECT
+                r.msg_key,
+                r.msg_id,
+                r.payload,
+                r.metadata,
+                r.delay_ms,
+                r.kind,
+                r.content_type,
+                r.priority
+            FROM queue__intake AS r
+            ORDER BY r.idx;
+        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+        OPEN c_rows;
+        row_loop: LOOP
+            SET v_done = 0;
+            FETCH c_rows INTO v_key, v_id, v_payload, v_metadata, v_delay, v_kind, v_content_type, v_priority;
+            IF v_done = 1 THEN
+                LEAVE row_loop;
+            END IF;
+            CALL queue__append(
+                v_topic, v_key, v_id, v_payload, v_metadata, v_kind, v_content_type, v_priority, v_delay,
+                v_now,
+                NULL, NULL, NULL, NULL, NULL, NULL, NULL, v_offset, v_duplicate, v_pid, v_id
+            );
+        END LOOP;
+        CLOSE c_rows;
+    END;
         ELSE
             UPDATE queue__publish_parts AS k
             STRAIGHT_JOIN queue_partitions AS p ON k.partition_id = p.partition_id

@@ -13,7 +13,7 @@ revision = "0007"
 down_revision = "0006"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "85dd0de774225ca302206e33659a6759e1d65ce8fd7846c2ff158eb4efdbcb74"
+snapshot_sha256 = "6937d2b58a58e2a7d6b37e985ad2b6070522c5e43e5d0f49355d40b616c8cadb"
 
 
 def upgrade() -> None:

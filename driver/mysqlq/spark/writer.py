@@ -9,7 +9,6 @@ a chunk sent again, after a lost connection or by a retried task, stores nothing
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -148,12 +147,7 @@ def _row(values: tuple[Any, ...], prefix: str, index: int) -> intake.Row:
         raise InvalidArgument(f"row {index} of the partition has a NULL payload")
     try:
         if metadata is not None:
-            try:
-                parsed = json.loads(metadata)
-            except ValueError:
-                parsed = None
-            if not isinstance(parsed, dict):
-                raise InvalidArgument("metadata must be a JSON object")
+            codec.check_metadata_text(metadata)
         return intake.row(
             index,
             payload.encode("utf-8") if isinstance(payload, str) else bytes(payload),
