@@ -254,10 +254,12 @@ def execute_rows(
     args: Sequence[Any] | None = None,
     *,
     tuples: bool = False,
+    size: int | None = None,
 ) -> list[Any]:
     """Run one statement; return the rows of its first result set as dicts (``tuples``: as
     tuples, for a large result) and read the rest (a CALL sends a final status after its
-    result), raising mysqlq errors."""
+    result), raising mysqlq errors. ``size``: the bytes the call writes, when its arguments do
+    not carry them (a batch sent into the intake before its CALL)."""
     try:
         with translating():
             cur = conn.cursor() if tuples else conn.cursor(MySQLdb.cursors.DictCursor)
@@ -276,11 +278,12 @@ def execute_rows(
         # turns read-only. It is a size problem only on the primary, for a call whose arguments
         # alone come near the limit; else go and find the primary
         state, limit = primary.member_state(conn), primary.size_limit(conn)
-        size = sum(len(a) for a in args or () if isinstance(a, (str, bytes)))
+        if size is None:
+            size = sum(len(a) for a in args or () if isinstance(a, (str, bytes)))
         if state == "ONLINE PRIMARY" and limit and size * 2 >= limit:
             raise
         raise ServerReadOnly(
-            f"Group Replication refused the commit ({state}, {size} bytes of arguments,"
+            f"Group Replication refused the commit ({state}, {size} bytes sent,"
             f" limit {limit or 'none'}): finding the primary again [{exc.args[0]}]"
         ) from exc
 

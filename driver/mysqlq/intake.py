@@ -212,9 +212,11 @@ def publish_rows(
                     conn._mysqlq_intake = OPEN  # type: ignore[attr-defined]
                 elif joined:
                     cur.execute(_sql.INTAKE_CLEAR)
+                sent = 0
                 try:
                     for statement in insert_statements(conn, ranked(rows)):
                         cur.execute(statement)
+                        sent += len(statement)
                 except Exception:
                     # an INSERT of several that failed: the rows already in are not this call's
                     with contextlib.suppress(Exception):
@@ -222,7 +224,8 @@ def publish_rows(
                     raise
             finally:
                 cur.close()
-        return execute_rows(conn, _sql.PUBLISH_INTAKE, (topic,), tuples=True)
+        # (a commit Group Replication refuses is too large when what was sent nears its limit)
+        return execute_rows(conn, _sql.PUBLISH_INTAKE, (topic,), tuples=True, size=sent)
     except PermissionDenied:
         if getattr(conn, "_mysqlq_intake", None) == OPEN:
             with contextlib.suppress(Exception), translating():
