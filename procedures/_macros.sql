@@ -167,15 +167,20 @@ IF {{ param }} IS NULL OR CHAR_LENGTH({{ param }}) NOT BETWEEN 1 AND 191
 {#- A free-form name (subscriber, partition key, message id): NULL not allowed, 1 to 191 chars. -#}
 {#- Names compare under utf8mb4_bin, which ignores trailing spaces on both servers (PAD SPACE):
     'x' and 'x ' would be one id, so a trailing space is refused rather than silently merged. -#}
+{#- Whether a free-form name `x` is not 1 to 191 characters, or ends in a space (NULL: unknown). -#}
+{% macro bad_name(x) -%}
+CHAR_LENGTH({{ x }}) NOT BETWEEN 1 AND 191 OR {{ x }} LIKE '% '
+{%- endmacro %}
+
 {% macro check_name(param) -%}
-IF {{ param }} IS NULL OR CHAR_LENGTH({{ param }}) NOT BETWEEN 1 AND 191 OR {{ param }} LIKE '% ' THEN
+IF {{ param }} IS NULL OR {{ bad_name(param) }} THEN
         {{ fail(E_FREE_NAME, param ~ ' must be 1 to 191 characters, not ending in a space') }};
     END IF
 {%- endmacro %}
 
 {#- An optional free-form name: NULL allowed, otherwise 1 to 191 chars. -#}
 {% macro check_optional_name(param) -%}
-IF {{ param }} IS NOT NULL AND (CHAR_LENGTH({{ param }}) NOT BETWEEN 1 AND 191 OR {{ param }} LIKE '% ') THEN
+IF {{ param }} IS NOT NULL AND ({{ bad_name(param) }}) THEN
         {{ fail(E_FREE_NAME, param ~ ' must be NULL or 1 to 191 characters, not ending in a space') }};
     END IF
 {%- endmacro %}
@@ -240,6 +245,19 @@ IF {{ param }} IS NULL OR NOT JSON_VALID({{ param }}) OR JSON_TYPE({{ param }}) 
 IF @mysqlq_strict_topics = 1 THEN
             {{ fail(E_UNKNOWN_TOPIC, param ~ ' is not a configured topic and @mysqlq_strict_topics is 1: create it with queue_topic_configure') }};
         END IF
+{%- endmacro %}
+
+{#- A batch's topic: its partition count into v_partitions, the topic created with defaults on first
+    use (inside the routine's transaction: undone with the rest on any error). -#}
+{% macro find_or_create_topic(param) -%}
+SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
+    WHERE t.topic = v_topic;
+    IF v_partitions IS NULL THEN
+        {{ check_strict_topic(param) }};
+        INSERT IGNORE INTO queue_topics (topic, created_at) VALUES (v_topic, v_now);
+        SELECT t.partitions INTO v_partitions FROM queue_topics AS t
+        WHERE t.topic = v_topic LOCK IN SHARE MODE;
+    END IF
 {%- endmacro %}
 
 {#- Open the routine's own transaction; any error rolls it back and reaches the caller. -#}
@@ -522,17 +540,17 @@ LEAST(
 {#- What is wrong with intake row `i` (see queue_intake_open), or NULL. -#}
 {% macro intake_problem(i='i') -%}
 CASE
-            WHEN {{ i }}.msg_key IS NOT NULL AND (CHAR_LENGTH({{ i }}.msg_key) NOT BETWEEN 1 AND 191 OR {{ i }}.msg_key LIKE '% ')
+            WHEN {{ i }}.msg_key IS NOT NULL AND ({{ bad_name(i ~ '.msg_key') }})
                 THEN 'key must be NULL or 1 to 191 characters, not ending in a space'
-            WHEN CHAR_LENGTH({{ i }}.msg_id) NOT BETWEEN 1 AND 191 OR {{ i }}.msg_id LIKE '% '
+            WHEN {{ bad_name(i ~ '.msg_id') }}
                 THEN 'id must be 1 to 191 characters, not ending in a space'
             WHEN {{ i }}.metadata IS NOT NULL AND (NOT JSON_VALID({{ i }}.metadata) OR JSON_TYPE({{ i }}.metadata) <> 'OBJECT')
                 THEN 'metadata must be NULL or a JSON object'
             WHEN {{ i }}.delay_ms NOT BETWEEN 0 AND 31536000000
                 THEN 'delay_ms must be between 0 and 31536000000'
-            WHEN {{ i }}.kind IS NOT NULL AND (CHAR_LENGTH({{ i }}.kind) NOT BETWEEN 1 AND 191 OR {{ i }}.kind LIKE '% ')
+            WHEN {{ i }}.kind IS NOT NULL AND ({{ bad_name(i ~ '.kind') }})
                 THEN 'kind must be NULL or 1 to 191 characters, not ending in a space'
-            WHEN {{ i }}.content_type IS NOT NULL AND (CHAR_LENGTH({{ i }}.content_type) NOT BETWEEN 1 AND 191 OR {{ i }}.content_type LIKE '% ')
+            WHEN {{ i }}.content_type IS NOT NULL AND ({{ bad_name(i ~ '.content_type') }})
                 THEN 'content_type must be NULL or 1 to 191 characters, not ending in a space'
             WHEN {{ i }}.priority NOT BETWEEN 0 AND 9
                 THEN 'priority must be an integer from 0 to 9'

@@ -72,15 +72,8 @@ BEGIN  -- noqa: LT02
 
     {{ m.begin_unless_in_transaction() }};
 
-    -- the topic, created with defaults on first use (undone with the rest on any error)
-    SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
-    WHERE t.topic = v_topic;
-    IF v_partitions IS NULL THEN
-        {{ m.check_strict_topic('p_topic') }};
-        INSERT IGNORE INTO queue_topics (topic, created_at) VALUES (v_topic, v_now);
-        SELECT t.partitions INTO v_partitions FROM queue_topics AS t
-        WHERE t.topic = v_topic LOCK IN SHARE MODE;
-    END IF;
+    -- the topic, created with defaults on first use
+    {{ m.find_or_create_topic('p_topic') }};
     -- an unkeyed element's slot: the hash of its id over the topic's partitions, in the slots of
     -- its priority
     UPDATE queue__publish_offsets SET slot = slot % v_partitions + msg_priority * {{ m.PRIORITY_SLOTS }}

@@ -67,15 +67,8 @@ BEGIN  -- noqa: LT02
 
         {{ m.begin_unless_in_transaction() }};
 
-        -- the topic, created with defaults on first use (undone with the rest on any error)
-        SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
-        WHERE t.topic = v_topic;
-        IF v_partitions IS NULL THEN
-            {{ m.check_strict_topic('p_topic') }};
-            INSERT IGNORE INTO queue_topics (topic, created_at) VALUES (v_topic, v_now);
-            SELECT t.partitions INTO v_partitions FROM queue_topics AS t
-            WHERE t.topic = v_topic LOCK IN SHARE MODE;
-        END IF;
+        -- the topic, created with defaults on first use
+        {{ m.find_or_create_topic('p_topic') }};
 
         -- the partitions, with how many rows each gets, whether the caller's ranks number them 1..n
         -- (a repeated rank fails the insert below on the offset key: the careful path), and their

@@ -18,7 +18,7 @@ import MySQLdb
 
 from mysqlq import _sql, codec
 from mysqlq.connection import execute_rows
-from mysqlq.errors import InvalidArgument, PermissionDenied, translating
+from mysqlq.errors import InvalidArgument, PermissionDenied
 
 # one INSERT statement carries this much at most
 # (under the server's max_allowed_packet: 16 MiB on MariaDB, 64 MiB on MySQL)
@@ -123,6 +123,12 @@ def message_rows(messages: Any, chunk_size: Any) -> list[Row]:
     return [message_row(m, f"{prefix}-{i}", i) for i, m in enumerate(messages)]
 
 
+def payload_bytes(r: Row) -> int:
+    """How much of :data:`mysqlq.codec.CHUNK_BYTES` a row's payload takes: its length as base64,
+    as the JSON batch counts it."""
+    return 4 * ((len(r[3]) + 2) // 3)
+
+
 def chunks(rows: list[Row], chunk_size: int, max_bytes: int | None = None) -> Iterator[list[Row]]:
     """``rows`` in order, in calls of at most ``chunk_size`` rows whose payloads add up to at most
     ``max_bytes`` (default :data:`mysqlq.codec.CHUNK_BYTES`, counted as base64 as the JSON batch
@@ -131,7 +137,7 @@ def chunks(rows: list[Row], chunk_size: int, max_bytes: int | None = None) -> It
     chunk: list[Row] = []
     size = 0
     for r in rows:
-        n = 4 * ((len(r[3]) + 2) // 3)
+        n = payload_bytes(r)
         if chunk and (len(chunk) >= chunk_size or size + n > max_bytes):
             yield chunk
             chunk, size = [], 0
@@ -199,41 +205,42 @@ def publish_rows(
     An account without EXECUTE on the intake's routines (a publisher granted before protocol 1.6;
     ``mysqlq grants`` lists them) publishes through ``queue_publish_batch`` instead, on that
     connection from then on."""
-    if getattr(conn, "_mysqlq_intake", None) == JSON:
+    state = getattr(conn, "_mysqlq_intake", None)
+    if state == JSON:
         return _publish_json(conn, topic, rows)
     try:
-        with translating():
-            cur = conn.cursor()
-            try:
-                if not getattr(conn, "_mysqlq_intake", None):
-                    cur.execute(_sql.INTAKE_OPEN)
-                    while cur.nextset():
-                        pass
-                    conn._mysqlq_intake = OPEN  # type: ignore[attr-defined]
-                elif joined:
-                    cur.execute(_sql.INTAKE_CLEAR)
-                sent = 0
-                try:
-                    for statement in insert_statements(conn, ranked(rows)):
-                        cur.execute(statement)
-                        sent += len(statement)
-                except Exception:
-                    # an INSERT of several that failed: the rows already in are not this call's
-                    with contextlib.suppress(Exception):
-                        cur.execute(_sql.INTAKE_CLEAR)
-                    raise
-            finally:
-                cur.close()
+        if state is None:
+            execute_rows(conn, _sql.INTAKE_OPEN)
+            conn._mysqlq_intake = OPEN  # type: ignore[attr-defined]
+        elif joined:
+            execute_rows(conn, _sql.INTAKE_CLEAR)
+        sent = _insert(conn, rows)
         # (a commit Group Replication refuses is too large when what was sent nears its limit)
         return execute_rows(conn, _sql.PUBLISH_INTAKE, (topic,), tuples=True, size=sent)
     except PermissionDenied:
         if getattr(conn, "_mysqlq_intake", None) == OPEN:
-            with contextlib.suppress(Exception), translating():
-                cur = conn.cursor()
-                cur.execute(_sql.INTAKE_CLEAR)
-                cur.close()
+            _clear(conn)
         conn._mysqlq_intake = JSON  # type: ignore[attr-defined]
         return _publish_json(conn, topic, rows)
+
+
+def _insert(conn: MySQLdb.connections.Connection, rows: list[Row]) -> int:
+    """Send ``rows`` into the intake; returns the bytes sent. A failure empties the intake: the
+    rows of the INSERTs that went in are not a call's to keep."""
+    sent = 0
+    try:
+        for statement in insert_statements(conn, ranked(rows)):
+            execute_rows(conn, statement)
+            sent += len(statement)
+    except Exception:
+        _clear(conn)
+        raise
+    return sent
+
+
+def _clear(conn: MySQLdb.connections.Connection) -> None:
+    with contextlib.suppress(Exception):
+        execute_rows(conn, _sql.INTAKE_CLEAR)
 
 
 def _publish_json(

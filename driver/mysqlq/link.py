@@ -147,11 +147,11 @@ class Link:
 
     def run(
         self,
-        work: Callable[[Any], list[dict]],
+        work: Callable[[Any], list[Any]],
         *,
         give_up_when_stopping: bool = True,
         give_up: Callable[[], bool] | None = None,
-    ) -> list[dict]:
+    ) -> list[Any]:
         """``work(connection)`` (statements that are safe to repeat together), retried as
         :meth:`rows` retries one statement; after a lost connection on a new one."""
         stopping = self.stopping
@@ -163,7 +163,7 @@ class Link:
         )
         return attempts(self._execute, work)
 
-    def _execute(self, work: Callable[[Any], list[dict]]) -> list[dict]:
+    def _execute(self, work: Callable[[Any], list[Any]]) -> list[Any]:
         reach = self.reach
         if reach is not None and self._conn is not None and self._generation != reach.generation:
             self.close()  # another loop lost the server since this connection was opened

@@ -2978,15 +2978,15 @@ BEGIN
     END IF;
 
         SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
-        WHERE t.topic = v_topic;
-        IF v_partitions IS NULL THEN
-            IF @mysqlq_strict_topics = 1 THEN
+    WHERE t.topic = v_topic;
+    IF v_partitions IS NULL THEN
+        IF @mysqlq_strict_topics = 1 THEN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ018 p_topic is not a configured topic and @mysqlq_strict_topics is 1: create it with queue_topic_configure';
         END IF;
-            INSERT IGNORE INTO queue_topics (topic, created_at) VALUES (v_topic, v_now);
-            SELECT t.partitions INTO v_partitions FROM queue_topics AS t
-            WHERE t.topic = v_topic LOCK IN SHARE MODE;
-        END IF;
+        INSERT IGNORE INTO queue_topics (topic, created_at) VALUES (v_topic, v_now);
+        SELECT t.partitions INTO v_partitions FROM queue_topics AS t
+        WHERE t.topic = v_topic LOCK IN SHARE MODE;
+    END IF;
 
         INSERT INTO queue__publish_parts (part_key, slot, row_count, ranked, first_bad)
         SELECT

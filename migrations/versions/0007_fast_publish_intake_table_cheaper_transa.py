@@ -13,7 +13,7 @@ revision = "0007"
 down_revision = "0006"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "6937d2b58a58e2a7d6b37e985ad2b6070522c5e43e5d0f49355d40b616c8cadb"
+snapshot_sha256 = "a6ea7217ce97303ed52339623601209022858baa842b84f95cf4644c5250ac2c"
 
 
 def upgrade() -> None:

@@ -117,7 +117,7 @@ class _Publisher:
                     row = _row(values_row, prefix, index)
                     # a chunk also stops before its payloads pass codec.CHUNK_BYTES (the packet
                     # and Group Replication's transaction size limit); a larger row goes alone
-                    size = len(row[3])
+                    size = intake.payload_bytes(row)
                     if chunk and sizes[topic] + size > codec.CHUNK_BYTES:
                         published, duplicates = flush(topic, published, duplicates)
                         chunk = chunks[topic]
