@@ -156,6 +156,11 @@ VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
 SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{{ code }} {{ message }}'
 {%- endmacro %}
 
+{#- Whether `x` (message metadata) is not NULL and not a JSON object. -#}
+{% macro bad_metadata(x) -%}
+{{ x }} IS NOT NULL AND (NOT JSON_VALID({{ x }}) OR JSON_TYPE({{ x }}) <> 'OBJECT')
+{%- endmacro %}
+
 {#- A topic or group name: 1 to 191 characters of letters, digits and . _ - : / -#}
 {% macro check_identifier(param) -%}
 IF {{ param }} IS NULL OR CHAR_LENGTH({{ param }}) NOT BETWEEN 1 AND 191
@@ -179,16 +184,24 @@ IF {{ param }} IS NULL OR {{ bad_name(param) }} THEN
 {%- endmacro %}
 
 {#- An optional free-form name: NULL allowed, otherwise 1 to 191 chars. -#}
+{% macro bad_optional_name(x) -%}
+{{ x }} IS NOT NULL AND ({{ bad_name(x) }})
+{%- endmacro %}
+
 {% macro check_optional_name(param) -%}
-IF {{ param }} IS NOT NULL AND ({{ bad_name(param) }}) THEN
+IF {{ bad_optional_name(param) }} THEN
         {{ fail(E_FREE_NAME, param ~ ' must be NULL or 1 to 191 characters, not ending in a space') }};
     END IF
 {%- endmacro %}
 
 {#- A millisecond duration: NULL allowed when the routine has a default, else 0 .. one year. -#}
 {#- A message priority: 0 to 9, higher first (NULL: 0). -#}
+{% macro bad_priority(x) -%}
+{{ x }} NOT BETWEEN 0 AND 9
+{%- endmacro %}
+
 {% macro check_priority(param) -%}
-IF {{ param }} NOT BETWEEN 0 AND 9 THEN
+IF {{ bad_priority(param) }} THEN
         {{ fail(E_PRIORITY, param ~ ' must be NULL or an integer from 0 to 9') }};
     END IF
 {%- endmacro %}
@@ -199,8 +212,12 @@ IF {{ param }} NOT BETWEEN 0 AND 9 THEN
 CRC32({{ id }}) % {{ partitions }}{% if priority != '0' %} + {{ priority }} * {{ PRIORITY_SLOTS }}{% endif %}
 {%- endmacro %}
 
+{% macro bad_ms(x, low=0, allow_null=True) -%}
+{% if not allow_null %}{{ x }} IS NULL OR {% endif %}{{ x }} NOT BETWEEN {{ low }} AND 31536000000
+{%- endmacro %}
+
 {% macro check_ms(param, low=0, allow_null=True) -%}
-IF {% if not allow_null %}{{ param }} IS NULL OR {% endif %}{{ param }} NOT BETWEEN {{ low }} AND 31536000000 THEN
+IF {{ bad_ms(param, low, allow_null) }} THEN
         {{ fail(E_DURATION, param ~ ' must be ' ~ ('' if allow_null else 'set and ') ~ 'between ' ~ low ~ ' and 31536000000 ms') }};
     END IF
 {%- endmacro %}
@@ -544,7 +561,7 @@ CASE
                 THEN 'key must be NULL or 1 to 191 characters, not ending in a space'
             WHEN {{ bad_name(i ~ '.msg_id') }}
                 THEN 'id must be 1 to 191 characters, not ending in a space'
-            WHEN {{ i }}.metadata IS NOT NULL AND (NOT JSON_VALID({{ i }}.metadata) OR JSON_TYPE({{ i }}.metadata) <> 'OBJECT')
+            WHEN {{ bad_metadata(i ~ '.metadata') }}
                 THEN 'metadata must be NULL or a JSON object'
             WHEN {{ i }}.delay_ms NOT BETWEEN 0 AND 31536000000
                 THEN 'delay_ms must be between 0 and 31536000000'
@@ -626,7 +643,7 @@ BEGIN
 
 {#- Number the rows of session table `table` (columns idx and part_rank) whose partition the caller
     did not (or not rightly) rank: in idx order within each partition (`part_key`, `slot`:
-    expressions over alias r). Through a second session table: MySQL cannot open a TEMPORARY table
+    expressions over alias r). The ranks of the other partitions are the caller's, kept. Through a second session table: MySQL cannot open a TEMPORARY table
     twice in one statement. -#}
 {% macro number_unranked(table, part_key, slot) -%}
 IF EXISTS (SELECT 1 FROM queue__publish_parts AS k WHERE k.ranked = 0) THEN
@@ -639,8 +656,11 @@ IF EXISTS (SELECT 1 FROM queue__publish_parts AS k WHERE k.ranked = 0) THEN
         INSERT INTO queue__publish_ranks (idx, part_rank)
         SELECT
             r.idx,
-            ROW_NUMBER() OVER (PARTITION BY {{ part_key }}, {{ slot }} ORDER BY r.idx)
-        FROM {{ table }} AS r;
+            ROW_NUMBER() OVER (PARTITION BY k.part_key, k.slot ORDER BY r.idx)
+        FROM {{ table }} AS r
+        STRAIGHT_JOIN queue__publish_parts AS k
+            ON {{ part_key }} = k.part_key AND {{ slot }} = k.slot
+        WHERE k.ranked = 0;
         UPDATE {{ table }} AS r
         STRAIGHT_JOIN queue__publish_ranks AS n ON r.idx = n.idx
         SET r.part_rank = n.part_rank;

@@ -1,6 +1,7 @@
 {% import '_macros.sql' as m %}
 -- Publishes the rows of this session's queue__intake (see queue_intake_open) to one topic and
--- empties it: one result row (idx, offset, duplicate, partition_id) per row, in idx order.
+-- empties it. Result rows (idx, offset, duplicate, partition_id, part_key): a row per message, or
+-- with idx NULL a range: each row of key part_key, at offset + its part_rank.
 CREATE PROCEDURE queue_publish_intake(
     IN p_topic {{ m.name_param() }}
 )
@@ -52,7 +53,8 @@ BEGIN  -- noqa: LT02
             0 AS idx,
             0 AS `offset`,
             0 AS duplicate,
-            0 AS partition_id
+            0 AS partition_id,
+            '' AS part_key
         FROM DUAL
         WHERE FALSE;
     ELSE
@@ -152,16 +154,32 @@ BEGIN  -- noqa: LT02
         -- (a partition created here changed LAST_INSERT_ID(): the caller's is put back)
         SET v_caller_id = LAST_INSERT_ID(v_caller_id);
 
-        IF v_conflict = 0 THEN
+        IF v_conflict = 0 AND NOT EXISTS (
+            SELECT 1 FROM queue__publish_parts AS k
+            WHERE k.ranked = 0 OR k.slot <> {{ m.SLOT_KEYED }}
+        ) THEN
+            -- every row keyed and ranked by the caller: one range per key (offset = base + rank)
             SELECT
-                i.idx,
-                tp.base_offset + i.part_rank AS `offset`,
+                NULL AS idx,
+                k.base_offset AS `offset`,
                 0 AS duplicate,
-                tp.partition_id
+                k.partition_id,
+                k.part_key
+            FROM queue__publish_parts AS k;
+        ELSEIF v_conflict = 0 THEN
+            -- a range per key the caller ranked (given by its row of rank 1); a row for each other
+            -- message (unkeyed, unranked). (MySQL cannot open the session table twice: no UNION)
+            SELECT
+                IF(tp.ranked = 1 AND tp.slot = {{ m.SLOT_KEYED }}, NULL, i.idx) AS idx,
+                tp.base_offset + IF(tp.ranked = 1 AND tp.slot = {{ m.SLOT_KEYED }}, 0, i.part_rank) AS `offset`,
+                0 AS duplicate,
+                tp.partition_id,
+                IF(tp.ranked = 1 AND tp.slot = {{ m.SLOT_KEYED }}, tp.part_key, NULL) AS part_key
             FROM queue__intake AS i
             STRAIGHT_JOIN queue__publish_parts AS tp
                 ON COALESCE(i.msg_key, '') = tp.part_key AND {{ m.intake_slot() }} = tp.slot
-            ORDER BY i.idx;
+            WHERE tp.ranked = 0 OR tp.slot <> {{ m.SLOT_KEYED }} OR i.part_rank = 1
+            ORDER BY idx;
         ELSE
             -- a duplicate: in the log before this call, or an earlier row of the call with its id
             SELECT
@@ -171,7 +189,8 @@ BEGIN  -- noqa: LT02
                     msg.msg_offset <= tp.base_offset
                     OR i.idx > MIN(i.idx) OVER (PARTITION BY tp.partition_id, i.msg_id), 1, 0
                 ) AS duplicate,
-                tp.partition_id
+                tp.partition_id,
+                NULL AS part_key
             FROM queue__intake AS i
             STRAIGHT_JOIN queue__publish_parts AS tp
                 ON COALESCE(i.msg_key, '') = tp.part_key AND {{ m.intake_slot() }} = tp.slot

@@ -5,6 +5,11 @@ beside the raw INSERT of the same rows into ``bench_raw_log`` (a copy of the log
 
 single message, autocommit (100-byte payload, one key):
   * ``raw INSERT``: one autocommit INSERT of the row;
+  * ``CALL: INSERT, SELECT``: a procedure that inserts the row (its offset given) and returns one
+    result row: what a CALL costs beyond the statement it runs;
+  * ``plain SQL: BEGIN, UPDATE, INSERT, COMMIT``: no procedure, one round trip (a multi-statement
+    query): the sequence row moved by its primary key, then the INSERT. The least any design
+    that keeps a sequence row per partition (G3) must do, whatever interface it has;
   * ``floor CALL``: a four-statement procedure (START TRANSACTION; move the sequence row by its
     primary key; INSERT VALUES; COMMIT; then SELECT the result): the least a CALL must do to keep
     offsets gap-free and commit-ordered (G3) and return one; no checks, no idempotency lookup;
@@ -36,6 +41,8 @@ import time
 import uuid
 from collections.abc import Callable
 from typing import Any
+
+from MySQLdb.constants import CLIENT
 
 import mysqlq
 from mysqlq import connection, intake
@@ -71,11 +78,36 @@ END
 )
 
 
+FLOOR_INSERT = (
+    """
+CREATE PROCEDURE bench_floor_insert(
+    IN p_offset BIGINT, IN p_topic VARCHAR(191), IN p_partition_key VARCHAR(191),
+    IN p_id VARCHAR(191), IN p_payload LONGBLOB, IN p_content_type VARCHAR(191)
+)
+MODIFIES SQL DATA
+BEGIN
+    INSERT INTO bench_call_log ("""
+    + RAW_COLUMNS
+    + """)
+    VALUES (1, p_offset, p_topic, p_partition_key, p_id, p_payload, 0, 0, p_content_type);
+    SELECT p_offset AS `offset`, 0 AS duplicate, 1 AS partition_id, p_id AS id;
+END
+"""
+)
+PLAIN = (
+    "BEGIN; UPDATE queue_partitions SET last_offset = LAST_INSERT_ID(last_offset + 1) "
+    "WHERE partition_id = 1; INSERT INTO bench_plain_log ("
+    + RAW_COLUMNS
+    + ") VALUES (1, LAST_INSERT_ID(), %s, %s, %s, %s, 0, 0, %s); COMMIT"
+)
+
+
 class Bench:
     def __init__(self, dsn: str, admin: Any, pid: int | None) -> None:
         self.client = mysqlq.connect(dsn)
         self.conn = connection.connect(dsn)
         self.cur = self.conn.cursor()
+        self.multi = connection.connect(dsn, client_flag=CLIENT.MULTI_STATEMENTS).cursor()
         self.admin, self.pid = admin, pid
         self.offset = 0
 
@@ -92,6 +124,21 @@ class Bench:
                 f"INSERT INTO bench_raw_log ({RAW_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                 (1, o, "raw", "k1", f"r{o}", PAYLOAD, 0, 0, "application/octet-stream"),
             )
+
+    def call_insert_single(self, n: int) -> None:
+        for _ in range(n):
+            self._call(
+                "CALL bench_floor_insert(%s,%s,%s,%s,%s,%s)",
+                (self.next_offsets(1), "t", "k1", uuid.uuid4().hex),
+            )
+
+    def plain_single(self, n: int) -> None:
+        for _ in range(n):
+            self.multi.execute(
+                PLAIN, ("t", "k1", uuid.uuid4().hex, PAYLOAD, "application/octet-stream")
+            )
+            while self.multi.nextset():
+                pass
 
     def floor_single(self, n: int) -> None:
         for _ in range(n):
@@ -152,7 +199,7 @@ class Bench:
             if copy:
                 base = self.next_offsets(1000)
                 self.cur.execute(
-                    f"INSERT INTO bench_floor_log ({RAW_COLUMNS}) SELECT i.idx %% 64, %s + i.idx, "
+                    f"INSERT INTO bench_copy_log ({RAW_COLUMNS}) SELECT i.idx %% 64, %s + i.idx, "
                     "'t', i.msg_key, i.msg_id, i.payload, 0, 0, i.content_type "
                     "FROM queue__intake AS i",
                     (base,),
@@ -212,15 +259,24 @@ def main(argv: list[str] | None = None) -> int:
         cur = admin.cursor()
         cur.execute("SELECT VERSION()")
         print(f"server {cur.fetchone()[0]}, {args.rounds} rounds")
-        for table in ("bench_raw_log", "bench_floor_log"):
+        for table in (
+            "bench_raw_log",
+            "bench_floor_log",
+            "bench_call_log",
+            "bench_plain_log",
+            "bench_copy_log",
+        ):
             cur.execute(f"CREATE TABLE {table} LIKE queue_messages")
         cur.execute(FLOOR)
+        cur.execute(FLOOR_INSERT)
         bench = Bench(db.dsn, admin, counters.server_pid(admin))
         cleanup.callback(bench.client.close)
         bench.client.publish("t", PAYLOAD, key="k1")  # partition 1: the floor's sequence row
         bench.cur.execute("CALL queue_intake_open()")
         singles = [
             ("raw INSERT (autocommit)", bench.raw_single),
+            ("CALL: INSERT, SELECT (no sequence row)", bench.call_insert_single),
+            ("plain SQL: BEGIN, UPDATE, INSERT, COMMIT", bench.plain_single),
             ("floor CALL (START, UPDATE, INSERT, COMMIT)", bench.floor_single),
             ("queue_publish_message (cursor)", bench.procedure_single),
             ("client.publish", bench.driver_single),

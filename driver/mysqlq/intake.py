@@ -18,7 +18,7 @@ import MySQLdb
 
 from mysqlq import _sql, codec
 from mysqlq.connection import execute_rows
-from mysqlq.errors import InvalidArgument, PermissionDenied
+from mysqlq.errors import InvalidArgument, PermissionDenied, SchemaMismatch
 
 # one INSERT statement carries this much at most
 # (under the server's max_allowed_packet: 16 MiB on MariaDB, 64 MiB on MySQL)
@@ -78,6 +78,14 @@ def message_row(message: Any, default_id: str, idx: int) -> Row:
     one (made by the driver: a retry after a lost reply is then recognised as a duplicate)."""
     if type(message) is bytes:
         return (idx, None, default_id, message, None, 0, None, codec.CONTENT_OCTETS, 0, None)
+    if type(message) is dict and type(message.get("payload")) is bytes:
+        # the common shape, {"payload": bytes} with or without a "key": the checks below, in short
+        n, key = len(message), message.get("key")
+        if n == 1 or (n == 2 and "key" in message):
+            if key is not None:
+                _check_text(idx, "key", key)
+            payload = message["payload"]
+            return (idx, key, default_id, payload, None, 0, None, codec.CONTENT_OCTETS, 0, None)
     if isinstance(message, (bytearray, memoryview, str)):
         message = {"payload": message}
     if not isinstance(message, Mapping):
@@ -166,23 +174,40 @@ def _text(quote: Callable[[bytes], bytes], value: str | None) -> bytes:
     return b"NULL" if value is None else quote(value.encode("utf-8"))
 
 
+def _texts(quote: Callable[[bytes], bytes]) -> Callable[[str | None], bytes]:
+    """``_text`` for the fields a batch repeats (keys, kinds, content types): each value
+    escaped once per call."""
+    done: dict[str, bytes] = {}
+
+    def text(value: str | None) -> bytes:
+        if value is None:
+            return b"NULL"
+        literal = done.get(value)
+        if literal is None:
+            literal = done[value] = quote(value.encode("utf-8"))
+        return literal
+
+    return text
+
+
 def insert_statements(conn: MySQLdb.connections.Connection, rows: list[Row]) -> Iterator[bytes]:
     """The multi-row INSERTs of ``rows`` (each under :data:`STATEMENT_BYTES` unless one row is
     larger), escaped by the connection (its character set and sql_mode) in one pass: a third of
     the client time of the generic executemany."""
     quote = conn.string_literal
+    repeated = _texts(quote)
     values: list[bytes] = []
     size = 0
     for idx, key, msg_id, payload, metadata, delay, kind, content_type, priority, rank in rows:
         value = b"(%d,%s,%s,_binary%s,%s,%d,%s,%s,%d,%s)" % (
             idx,
-            _text(quote, key),
+            repeated(key),
             _text(quote, msg_id),
             quote(payload),
             _text(quote, metadata),
             delay,
-            _text(quote, kind),
-            _text(quote, content_type),
+            repeated(kind),
+            repeated(content_type),
             priority,
             b"NULL" if rank is None else b"%d" % rank,
         )
@@ -205,6 +230,7 @@ def publish_rows(
     An account without EXECUTE on the intake's routines (a publisher granted before protocol 1.6;
     ``mysqlq grants`` lists them) publishes through ``queue_publish_batch`` instead, on that
     connection from then on."""
+    rows = ranked(rows)
     state = getattr(conn, "_mysqlq_intake", None)
     if state == JSON:
         return _publish_json(conn, topic, rows)
@@ -216,7 +242,8 @@ def publish_rows(
             execute_rows(conn, _sql.INTAKE_CLEAR)
         sent = _insert(conn, rows)
         # (a commit Group Replication refuses is too large when what was sent nears its limit)
-        return execute_rows(conn, _sql.PUBLISH_INTAKE, (topic,), tuples=True, size=sent)
+        found = execute_rows(conn, _sql.PUBLISH_INTAKE, (topic,), tuples=True, size=sent)
+        return results(rows, found)
     except PermissionDenied:
         if getattr(conn, "_mysqlq_intake", None) == OPEN:
             _clear(conn)
@@ -224,12 +251,38 @@ def publish_rows(
         return _publish_json(conn, topic, rows)
 
 
+def results(rows: list[Row], found: list[tuple]) -> list[tuple[int, int, int, int]]:
+    """The ``(idx, offset, duplicate, partition_id)`` of each of ``rows`` (ranked, as sent), in
+    their order, from the rows ``queue_publish_intake`` returned: one per message, or with idx
+    NULL a range (each row of its key at offset + the row's rank)."""
+    ranges: dict[str, tuple[int, int]] = {}
+    own: dict[int, tuple[int, int, int, int]] = {}
+    for idx, offset, duplicate, pid, key in found:
+        if idx is None:
+            ranges[key] = (int(offset), int(pid))
+        else:
+            own[int(idx)] = (int(idx), int(offset), int(duplicate), int(pid))
+    out = []
+    for r in rows:
+        got = own.get(r[0])
+        if got is None:
+            base = ranges.get(r[1]) if r[1] is not None and r[9] is not None else None
+            if base is None:
+                raise SchemaMismatch(
+                    f"queue_publish_intake returned no result for messages[{r[0]}] "
+                    "(a server older or newer than this driver?)"
+                )
+            got = (r[0], base[0] + r[9], 0, base[1])
+        out.append(got)
+    return out
+
+
 def _insert(conn: MySQLdb.connections.Connection, rows: list[Row]) -> int:
-    """Send ``rows`` into the intake; returns the bytes sent. A failure empties the intake: the
-    rows of the INSERTs that went in are not a call's to keep."""
+    """Send ``rows`` (ranked) into the intake; returns the bytes sent. A failure empties the
+    intake: the rows of the INSERTs that went in are not a call's to keep."""
     sent = 0
     try:
-        for statement in insert_statements(conn, ranked(rows)):
+        for statement in insert_statements(conn, rows):
             execute_rows(conn, statement)
             sent += len(statement)
     except Exception:
@@ -246,7 +299,7 @@ def _clear(conn: MySQLdb.connections.Connection) -> None:
 def _publish_json(
     conn: MySQLdb.connections.Connection, topic: str, rows: list[Row]
 ) -> list[tuple[int, int, int, int]]:
-    """The same rows through ``queue_publish_batch`` (the JSON interface)."""
+    """The same rows (ranked) through ``queue_publish_batch`` (the JSON interface)."""
     elements = [
         codec.batch_element_text(
             payload,
@@ -259,9 +312,7 @@ def _publish_json(
             content_type=content_type,
             priority=priority,
         )
-        for _idx, key, msg_id, payload, metadata, delay, kind, content_type, priority, rank in (
-            ranked(rows)
-        )
+        for _idx, key, msg_id, payload, metadata, delay, kind, content_type, priority, rank in rows
     ]
     found = execute_rows(conn, _sql.PUBLISH_BATCH, (topic, "[" + ",".join(elements) + "]"))
     return [

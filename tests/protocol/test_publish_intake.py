@@ -200,11 +200,11 @@ def test_json_batches_and_intake_calls_mix_on_one_session(conn):
     cur = conn.cursor()
 
     def intake_call(ids):
-        for statement in intake.insert_statements(
-            conn, intake.ranked([intake.row(i, b"x", m, key="k") for i, m in enumerate(ids)])
-        ):
+        sent = intake.ranked([intake.row(i, b"x", m, key="k") for i, m in enumerate(ids)])
+        for statement in intake.insert_statements(conn, sent):
             cur.execute(statement)
-        return [r["offset"] for r in call(conn, "queue_publish_intake", TOPIC)]
+        found = [tuple(r.values()) for r in call(conn, "queue_publish_intake", TOPIC)]
+        return [offset for _idx, offset, _dup, _pid in intake.results(sent, found)]
 
     assert intake_call(["a", "b"]) == [1, 2]
     out = call(
@@ -214,3 +214,96 @@ def test_json_batches_and_intake_calls_mix_on_one_session(conn):
     assert intake_call(["d"]) == [4]
     assert intake_call(["e", "a"]) == [5, 1]
     assert [r["id"] for r in log(conn)] == ["a", "b", "c", "d", "e"]
+
+
+def with_rank(row, rank):
+    return (*row[:-1], rank)
+
+
+def send(conn, sent):
+    cur = conn.cursor()
+    for statement in intake.insert_statements(conn, sent):
+        cur.execute(statement)
+    return call(conn, "queue_publish_intake", TOPIC)
+
+
+def test_keys_the_caller_ranked_come_back_as_one_range_each(conn):
+    """A key whose rows the caller ranked 1..n gets one result row (idx NULL, the offset before
+    its first row); each row is stored at that offset + its rank, the caller's order kept even
+    when it is not the idx order."""
+    call(conn, "queue_intake_open")
+    sent = [
+        intake.row(0, b"a1", "a1", key="a"),
+        intake.row(1, b"b1", "b1", key="b"),
+        intake.row(2, b"a2", "a2", key="a"),
+    ]
+    # key "b" ranked by the caller; key "a" too, in the reverse of idx order
+    ranks = {0: 2, 1: 1, 2: 1}
+    sent = [with_rank(r, ranks[r[0]]) for r in sent]
+    found = send(conn, sent)
+    assert sorted((r["idx"], r["part_key"], r["offset"], r["duplicate"]) for r in found) == [
+        (None, "a", 0, 0),
+        (None, "b", 0, 0),
+    ]
+    assert [(r["k"], r["o"], r["id"]) for r in log(conn)] == [
+        ("a", 1, "a2"),
+        ("a", 2, "a1"),
+        ("b", 1, "b1"),
+    ]
+    out = intake.results(sent, [tuple(r.values()) for r in found])
+    assert [(idx, offset) for idx, offset, _dup, _pid in out] == [(0, 2), (1, 1), (2, 1)]
+    # the next call's ranges start where these ended
+    found = send(conn, [with_rank(intake.row(0, b"a3", "a3", key="a"), 1)])
+    assert [(r["idx"], r["offset"]) for r in found] == [(None, 2)]
+
+
+def test_unkeyed_and_unranked_rows_come_back_one_by_one_beside_the_ranges(conn):
+    """Unkeyed rows (their slot is the server's to pick) and a key the caller did not rank get a
+    row each, in idx order after the ranges; the ranked key keeps the caller's ranks."""
+    call(conn, "queue_intake_open")
+    sent = [
+        with_rank(intake.row(0, b"a1", "a1", key="a"), 2),
+        intake.row(1, b"u1", "u1"),
+        intake.row(2, b"c1", "c1", key="c"),
+        with_rank(intake.row(3, b"a2", "a2", key="a"), 1),
+        intake.row(4, b"c2", "c2", key="c"),
+    ]
+    found = send(conn, sent)
+    assert [(r["idx"], r["part_key"]) for r in found] == [
+        (None, "a"),
+        (1, None),
+        (2, None),
+        (4, None),
+    ]
+    by_id = {r["id"]: (r["k"], r["o"]) for r in log(conn)}
+    assert by_id["a2"] == ("a", 1) and by_id["a1"] == ("a", 2)
+    assert by_id["c1"] == ("c", 1) and by_id["c2"] == ("c", 2)
+    out = intake.results(sent, [tuple(r.values()) for r in found])
+    pids = {
+        r["message_id"]: r["partition_id"]
+        for r in rows(conn, "SELECT message_id, partition_id FROM queue_messages")
+    }
+    offsets = {
+        r["message_id"]: r["msg_offset"]
+        for r in rows(conn, "SELECT message_id, msg_offset FROM queue_messages")
+    }
+    assert [(o, p) for _i, o, _d, p in out] == [(offsets[r[2]], pids[r[2]]) for r in sent]
+
+
+@pytest.mark.parametrize("repeats", [[], ["old", "m1"]])
+def test_the_driver_results_match_the_log_for_a_mixed_batch(dsn, conn, repeats):
+    """publish_batch's results (ranges, rows, and with repeated ids the careful path's rows) name
+    each message's stored offset and partition, in input order."""
+    client = mysqlq.connect(dsn)
+    client.publish_batch(TOPIC, messages(["old"], key="k1"))
+    batch = [
+        {"payload": b"x", "key": f"k{i % 3}", "id": f"m{i}"} if i % 4 else {"payload": b"u"}
+        for i in range(20)
+    ] + messages(repeats, key="k1")
+    out = client.publish_batch(TOPIC, batch)
+    stored = {
+        r["message_id"]: (r["msg_offset"], r["partition_id"])
+        for r in rows(conn, "SELECT message_id, msg_offset, partition_id FROM queue_messages")
+    }
+    assert [(r.offset, r.partition_id) for r in out] == [stored[r.id] for r in out]
+    assert [r.duplicate for r in out] == [False] * 20 + [True] * len(repeats)
