@@ -10,6 +10,10 @@ single message, autocommit (100-byte payload, one key):
   * ``plain SQL: BEGIN, UPDATE, INSERT, COMMIT``: no procedure, one round trip (a multi-statement
     query): the sequence row moved by its primary key, then the INSERT. The least any design
     that keeps a sequence row per partition (G3) must do, whatever interface it has;
+  * ``plain SQL: SELECT MAX, INSERT``: no sequence row: the offset read from the end of the
+    partition's primary-key range, then the INSERT (its primary key refuses a second writer of
+    that offset). A design mysqlq does not have: its readers take a partition's end from the
+    sequence row;
   * ``floor CALL``: a four-statement procedure (START TRANSACTION; move the sequence row by its
     primary key; INSERT VALUES; COMMIT; then SELECT the result): the least a CALL must do to keep
     offsets gap-free and commit-ordered (G3) and return one; no checks, no idempotency lookup;
@@ -101,6 +105,13 @@ PLAIN = (
     + ") VALUES (1, LAST_INSERT_ID(), %s, %s, %s, %s, 0, 0, %s); COMMIT"
 )
 
+NO_SEQUENCE = (
+    "SELECT COALESCE(MAX(msg_offset), 0) + 1 INTO @bench_offset FROM bench_plain_max_log "
+    "WHERE partition_id = 1; INSERT INTO bench_plain_max_log ("
+    + RAW_COLUMNS
+    + ") VALUES (1, @bench_offset, %s, %s, %s, %s, 0, 0, %s)"
+)
+
 
 class Bench:
     def __init__(self, dsn: str, admin: Any, pid: int | None) -> None:
@@ -136,6 +147,14 @@ class Bench:
         for _ in range(n):
             self.multi.execute(
                 PLAIN, ("t", "k1", uuid.uuid4().hex, PAYLOAD, "application/octet-stream")
+            )
+            while self.multi.nextset():
+                pass
+
+    def no_sequence_single(self, n: int) -> None:
+        for _ in range(n):
+            self.multi.execute(
+                NO_SEQUENCE, ("t", "k1", uuid.uuid4().hex, PAYLOAD, "application/octet-stream")
             )
             while self.multi.nextset():
                 pass
@@ -265,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             "bench_call_log",
             "bench_plain_log",
             "bench_copy_log",
+            "bench_plain_max_log",
         ):
             cur.execute(f"CREATE TABLE {table} LIKE queue_messages")
         cur.execute(FLOOR)
@@ -277,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
             ("raw INSERT (autocommit)", bench.raw_single),
             ("CALL: INSERT, SELECT (no sequence row)", bench.call_insert_single),
             ("plain SQL: BEGIN, UPDATE, INSERT, COMMIT", bench.plain_single),
+            ("plain SQL: SELECT MAX, INSERT (no sequence)", bench.no_sequence_single),
             ("floor CALL (START, UPDATE, INSERT, COMMIT)", bench.floor_single),
             ("queue_publish_message (cursor)", bench.procedure_single),
             ("client.publish", bench.driver_single),

@@ -265,3 +265,27 @@ def test_publish_leaves_the_callers_last_insert_id(conn):
     )
     assert len(call(conn, "queue_publish_intake", "orders")) == 1
     assert scalar(conn, "SELECT LAST_INSERT_ID()") == own
+
+
+def test_a_bad_topic_name_is_refused_even_when_a_topic_like_it_exists(conn, connect):
+    """The hot path leaves the topic's characters to the general path: a name that differs from
+    an existing topic only by a trailing space (equal under PAD SPACE) or by a bad character is
+    refused, in autocommit and in the caller's transaction, and nothing is stored."""
+    publish(conn, "orders", "k", "m-1", b"one")
+    publish(conn, "orders", None, "m-2", b"two")
+    other = connect()
+    other.autocommit(False)
+    for autocommit in (True, False):
+        target = conn if autocommit else other
+        for bad in ("orders ", "orders\n", "ord ers"):
+            for key in ("k", None):
+                try:
+                    publish(target, bad, key, "m-3", b"three")
+                except Exception as exc:
+                    assert "MQ001" in str(exc) and "p_topic" in str(exc), exc
+                else:
+                    raise AssertionError(f"{bad!r} was accepted")
+        if not autocommit:
+            other.commit()
+    assert scalar(conn, "SELECT COUNT(*) FROM queue_messages") == 2
+    assert scalar(conn, "SELECT COUNT(*) FROM queue_topics") == 1
