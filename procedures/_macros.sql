@@ -194,7 +194,6 @@ IF {{ bad_optional_name(param) }} THEN
     END IF
 {%- endmacro %}
 
-{#- A millisecond duration: NULL allowed when the routine has a default, else 0 .. one year. -#}
 {#- A message priority: 0 to 9, higher first (NULL: 0). -#}
 {% macro bad_priority(x) -%}
 {{ x }} NOT BETWEEN 0 AND 9
@@ -212,6 +211,7 @@ IF {{ bad_priority(param) }} THEN
 CRC32({{ id }}) % {{ partitions }}{% if priority != '0' %} + {{ priority }} * {{ PRIORITY_SLOTS }}{% endif %}
 {%- endmacro %}
 
+{#- A millisecond duration: NULL allowed when the routine has a default, else 0 .. one year. -#}
 {% macro bad_ms(x, low=0, allow_null=True) -%}
 {% if not allow_null %}{{ x }} IS NULL OR {% endif %}{{ x }} NOT BETWEEN {{ low }} AND 31536000000
 {%- endmacro %}
@@ -643,8 +643,8 @@ BEGIN
 
 {#- Number the rows of session table `table` (columns idx and part_rank) whose partition the caller
     did not (or not rightly) rank: in idx order within each partition (`part_key`, `slot`:
-    expressions over alias r). The ranks of the other partitions are the caller's, kept. Through a second session table: MySQL cannot open a TEMPORARY table
-    twice in one statement. -#}
+    expressions over alias r). The other partitions keep the caller's ranks. Through a second
+    session table: MySQL cannot open a TEMPORARY table twice in one statement. -#}
 {% macro number_unranked(table, part_key, slot) -%}
 IF EXISTS (SELECT 1 FROM queue__publish_parts AS k WHERE k.ranked = 0) THEN
         DROP TEMPORARY TABLE IF EXISTS queue__publish_ranks;
