@@ -557,21 +557,27 @@ LEAST(
 {#- What is wrong with intake row `i` (see queue_intake_open), or NULL. -#}
 {% macro intake_problem(i='i') -%}
 CASE
-            WHEN {{ i }}.msg_key IS NOT NULL AND ({{ bad_name(i ~ '.msg_key') }})
+            WHEN {{ bad_optional_name(i ~ '.msg_key') }}
                 THEN 'key must be NULL or 1 to 191 characters, not ending in a space'
             WHEN {{ bad_name(i ~ '.msg_id') }}
                 THEN 'id must be 1 to 191 characters, not ending in a space'
             WHEN {{ bad_metadata(i ~ '.metadata') }}
                 THEN 'metadata must be NULL or a JSON object'
-            WHEN {{ i }}.delay_ms NOT BETWEEN 0 AND 31536000000
+            WHEN {{ bad_ms(i ~ '.delay_ms') }}
                 THEN 'delay_ms must be between 0 and 31536000000'
-            WHEN {{ i }}.kind IS NOT NULL AND ({{ bad_name(i ~ '.kind') }})
+            WHEN {{ bad_optional_name(i ~ '.kind') }}
                 THEN 'kind must be NULL or 1 to 191 characters, not ending in a space'
-            WHEN {{ i }}.content_type IS NOT NULL AND ({{ bad_name(i ~ '.content_type') }})
+            WHEN {{ bad_optional_name(i ~ '.content_type') }}
                 THEN 'content_type must be NULL or 1 to 191 characters, not ending in a space'
-            WHEN {{ i }}.priority NOT BETWEEN 0 AND 9
+            WHEN {{ bad_priority(i ~ '.priority') }}
                 THEN 'priority must be an integer from 0 to 9'
         END
+{%- endmacro %}
+
+{#- Whether partition `k` of queue__publish_parts is answered by queue_publish_intake with one
+    range: a key the caller ranked 1..n. -#}
+{% macro intake_range(k) -%}
+{{ k }}.ranked = 1 AND {{ k }}.slot = {{ SLOT_KEYED }}
 {%- endmacro %}
 
 {#- The slot of intake row `i`: its key's, or for an unkeyed one the hash of its id in the slots of

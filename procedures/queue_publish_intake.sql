@@ -156,7 +156,7 @@ BEGIN  -- noqa: LT02
 
         IF v_conflict = 0 AND NOT EXISTS (
             SELECT 1 FROM queue__publish_parts AS k
-            WHERE k.ranked = 0 OR k.slot <> {{ m.SLOT_KEYED }}
+            WHERE NOT ({{ m.intake_range('k') }})
         ) THEN
             -- every row keyed and ranked by the caller: one range per key (offset = base + rank)
             SELECT
@@ -170,15 +170,15 @@ BEGIN  -- noqa: LT02
             -- a range per key the caller ranked (given by its row of rank 1); a row for each other
             -- message (unkeyed, unranked). (MySQL cannot open the session table twice: no UNION)
             SELECT
-                IF(tp.ranked = 1 AND tp.slot = {{ m.SLOT_KEYED }}, NULL, i.idx) AS idx,
-                tp.base_offset + IF(tp.ranked = 1 AND tp.slot = {{ m.SLOT_KEYED }}, 0, i.part_rank) AS `offset`,
+                IF({{ m.intake_range('tp') }}, NULL, i.idx) AS idx,
+                tp.base_offset + IF({{ m.intake_range('tp') }}, 0, i.part_rank) AS `offset`,
                 0 AS duplicate,
                 tp.partition_id,
-                IF(tp.ranked = 1 AND tp.slot = {{ m.SLOT_KEYED }}, tp.part_key, NULL) AS part_key
+                IF({{ m.intake_range('tp') }}, tp.part_key, NULL) AS part_key
             FROM queue__intake AS i
             STRAIGHT_JOIN queue__publish_parts AS tp
                 ON COALESCE(i.msg_key, '') = tp.part_key AND {{ m.intake_slot() }} = tp.slot
-            WHERE tp.ranked = 0 OR tp.slot <> {{ m.SLOT_KEYED }} OR i.part_rank = 1
+            WHERE NOT ({{ m.intake_range('tp') }}) OR i.part_rank = 1
             ORDER BY idx;
         ELSE
             -- a duplicate: in the log before this call, or an earlier row of the call with its id

@@ -143,21 +143,20 @@ class Bench:
                 (self.next_offsets(1), "t", "k1", uuid.uuid4().hex),
             )
 
-    def plain_single(self, n: int) -> None:
+    def _statements(self, sql: str, n: int) -> None:
+        """``n`` times the multi-statement query ``sql`` (one round trip each)."""
         for _ in range(n):
             self.multi.execute(
-                PLAIN, ("t", "k1", uuid.uuid4().hex, PAYLOAD, "application/octet-stream")
+                sql, ("t", "k1", uuid.uuid4().hex, PAYLOAD, "application/octet-stream")
             )
             while self.multi.nextset():
                 pass
 
+    def plain_single(self, n: int) -> None:
+        self._statements(PLAIN, n)
+
     def no_sequence_single(self, n: int) -> None:
-        for _ in range(n):
-            self.multi.execute(
-                NO_SEQUENCE, ("t", "k1", uuid.uuid4().hex, PAYLOAD, "application/octet-stream")
-            )
-            while self.multi.nextset():
-                pass
+        self._statements(NO_SEQUENCE, n)
 
     def floor_single(self, n: int) -> None:
         for _ in range(n):

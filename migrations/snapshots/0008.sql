@@ -3162,7 +3162,7 @@ BEGIN
 
         IF v_conflict = 0 AND NOT EXISTS (
             SELECT 1 FROM queue__publish_parts AS k
-            WHERE k.ranked = 0 OR k.slot <> -1
+            WHERE NOT (k.ranked = 1 AND k.slot = -1)
         ) THEN
             SELECT
                 NULL AS idx,
@@ -3181,7 +3181,7 @@ BEGIN
             FROM queue__intake AS i
             STRAIGHT_JOIN queue__publish_parts AS tp
                 ON COALESCE(i.msg_key, '') = tp.part_key AND IF(i.msg_key IS NULL, CRC32(i.msg_id) % v_partitions + i.priority * 4096, -1) = tp.slot
-            WHERE tp.ranked = 0 OR tp.slot <> -1 OR i.part_rank = 1
+            WHERE NOT (tp.ranked = 1 AND tp.slot = -1) OR i.part_rank = 1
             ORDER BY idx;
         ELSE
             SELECT

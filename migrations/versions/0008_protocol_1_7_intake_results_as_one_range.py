@@ -13,7 +13,7 @@ revision = "0008"
 down_revision = "0007"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "32c0ff5211aa6d6709b7b01f5ba698873733482c0ca13498d3fd96d629453343"
+snapshot_sha256 = "791cf294005607f0fc7132a44b995ee035e5df551ba6599488ea9f8fe7c2e288"
 
 
 def upgrade() -> None:

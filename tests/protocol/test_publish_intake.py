@@ -33,6 +33,17 @@ def intake_rows(conn) -> int:
     return scalar(conn, "SELECT COUNT(*) FROM queue__intake")
 
 
+def with_rank(row, rank):
+    return (*row[:-1], rank)
+
+
+def send(conn, sent):
+    cur = conn.cursor()
+    for statement in intake.insert_statements(conn, sent):
+        cur.execute(statement)
+    return call(conn, "queue_publish_intake", TOPIC)
+
+
 def test_duplicates_in_the_batch_and_in_the_log_are_stored_once(dsn, conn):
     client = mysqlq.connect(dsn)
     first = client.publish_batch(TOPIC, messages(["a", "b"]))
@@ -197,13 +208,10 @@ def test_json_batches_and_intake_calls_mix_on_one_session(conn):
     """queue_publish_batch drops the session's partitions table when it ends; the intake call
     after it makes it again (and the JSON batch after an intake call finds one to replace)."""
     call(conn, "queue_intake_open")
-    cur = conn.cursor()
 
     def intake_call(ids):
         sent = intake.ranked([intake.row(i, b"x", m, key="k") for i, m in enumerate(ids)])
-        for statement in intake.insert_statements(conn, sent):
-            cur.execute(statement)
-        found = [tuple(r.values()) for r in call(conn, "queue_publish_intake", TOPIC)]
+        found = [tuple(r.values()) for r in send(conn, sent)]
         return [offset for _idx, offset, _dup, _pid in intake.results(sent, found)]
 
     assert intake_call(["a", "b"]) == [1, 2]
@@ -214,17 +222,6 @@ def test_json_batches_and_intake_calls_mix_on_one_session(conn):
     assert intake_call(["d"]) == [4]
     assert intake_call(["e", "a"]) == [5, 1]
     assert [r["id"] for r in log(conn)] == ["a", "b", "c", "d", "e"]
-
-
-def with_rank(row, rank):
-    return (*row[:-1], rank)
-
-
-def send(conn, sent):
-    cur = conn.cursor()
-    for statement in intake.insert_statements(conn, sent):
-        cur.execute(statement)
-    return call(conn, "queue_publish_intake", TOPIC)
 
 
 def test_keys_the_caller_ranked_come_back_as_one_range_each(conn):
