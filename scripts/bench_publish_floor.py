@@ -1,22 +1,27 @@
 """Where publish time goes: mysqlq's publish paths beside raw INSERTs and the floors between them.
 
-One client, one server, every workload run in rounds (interleaved, medians reported), each
-beside the raw INSERT of the same rows into ``bench_raw_log`` (a copy of the log's definition):
+Every workload runs in rounds (interleaved, medians reported), each beside the raw INSERT of the
+same rows into ``bench_raw_log`` (a copy of the log's definition).
 
-single message, autocommit (100-byte payload, one key):
+single message, autocommit (100-byte payload), by 1 and by 4 client processes (``--clients``),
+each client over its own 64 keys, whose partitions exist beforehand:
   * ``raw INSERT``: one autocommit INSERT of the row;
-  * ``CALL: INSERT, SELECT``: a procedure that inserts the row (its offset given) and returns one
-    result row: what a CALL costs beyond the statement it runs;
+  * ``CALL: INSERT, SELECT``: a procedure that inserts the row (at an offset the server makes up)
+    and returns one result row: what a CALL costs beyond the statement it runs;
   * ``plain SQL: BEGIN, UPDATE, INSERT, COMMIT``: no procedure, one round trip (a multi-statement
-    query): the sequence row moved by its primary key, then the INSERT. The least any design
-    that keeps a sequence row per partition (G3) must do, whatever interface it has;
+    query): the sequence row moved by its primary key, then the INSERT;
   * ``plain SQL: SELECT MAX, INSERT``: no sequence row: the offset read from the end of the
     partition's primary-key range, then the INSERT (its primary key refuses a second writer of
-    that offset). A design mysqlq does not have: its readers take a partition's end from the
-    sequence row;
-  * ``floor CALL``: a four-statement procedure (START TRANSACTION; move the sequence row by its
-    primary key; INSERT VALUES; COMMIT; then SELECT the result): the least a CALL must do to keep
-    offsets gap-free and commit-ordered (G3) and return one; no checks, no idempotency lookup;
+    that offset);
+  * ``floor CALL, sequence row``: the least a CALL must do to publish with mysqlq's sequence row
+    (G3): START TRANSACTION; find the partition by (topic, key) and lock its row; INSERT; move
+    the row; COMMIT; SELECT the result. No checks, no duplicate handling;
+  * ``floor CALL, no sequence row``: the least without one: find the partition; read its end
+    (SELECT MAX of the log's primary-key range); INSERT, autocommit; SELECT the result. A design
+    mysqlq does not have (its readers take a partition's end from the sequence row), and one
+    that would also need a retry when a second writer takes the same offset;
+  * ``floor CALL, no sequence row, one statement``: the same as one ``INSERT ... SELECT`` (the
+    partition's end read by a subquery) and the result: the fewest statements any design has;
   * ``queue_publish_message (cursor)``: the procedure from a plain cursor;
   * ``client.publish``: the driver's whole call.
 
@@ -28,11 +33,15 @@ batch of 1,000 (64 keys):
     intake design needs), without numbering, locks or checks;
   * ``client.publish_batch``: the driver's whole call (intake + ``queue_publish_intake``).
 
-Prints µs per message, the ratio to the raw INSERT, and the server CPU per message (the server's
-process time, when it runs on this machine).
+With ``--profile``, then one ``client.publish_batch`` statement by statement, with the server's
+time for each (MySQL: its performance schema, which sees inside the procedure; MariaDB: the
+session's profiling).
+
+Prints µs per message (per client), the ratio to the raw INSERT, and the server CPU per message
+(the server's process time, when it runs on this machine).
 
 Usage: python scripts/bench_publish_floor.py [--dsn mysql://root@127.0.0.1:3306] [--rounds 7]
-       [--singles 400] [--batches 10]
+       [--singles 400] [--clients 1,4] [--batches 10] [--profile]
 Without --dsn: the server the tests use (MYSQLQ_TEST_SERVER=mysql: a throwaway MySQL).
 """
 
@@ -40,12 +49,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import statistics
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+import MySQLdb
 from MySQLdb.constants import CLIENT
 
 import mysqlq
@@ -53,6 +64,7 @@ from mysqlq import connection, intake
 from mysqlq.connection import with_database
 from mysqlq.tools import harness, localserver
 from mysqlq.tools.bench import server as counters
+from mysqlq.tools.bench.workloads import run_clients
 
 PAYLOAD = b"x" * 100
 KEYS = 64
@@ -60,57 +72,147 @@ RAW_COLUMNS = (
     "partition_id, msg_offset, topic, partition_key, message_id, payload, published_at, "
     "deliver_at, content_type"
 )
-FLOOR = (
-    """
-CREATE PROCEDURE bench_floor_publish(
+SINGLE_PARAMS = """(
     IN p_topic VARCHAR(191), IN p_partition_key VARCHAR(191), IN p_id VARCHAR(191),
     IN p_payload LONGBLOB, IN p_content_type VARCHAR(191)
 )
-MODIFIES SQL DATA
+MODIFIES SQL DATA"""
+INSERT_ROW = (
+    "INSERT INTO {table} ("
+    + RAW_COLUMNS
+    + ") VALUES ({pid}, {offset}, p_topic, p_partition_key, p_id, p_payload, 0, 0, p_content_type)"
+)
+LOOKUP = (
+    "SELECT MAX(p.partition_id){extra} INTO v_pid{into} FROM queue_partitions AS p "
+    "WHERE p.topic = p_topic AND p.partition_key = p_partition_key AND p.slot = -1{lock}"
+)
+RESULT = "SELECT v_offset AS `offset`, 0 AS duplicate, v_pid AS partition_id, p_id AS id"
+PROCEDURES = (
+    # a CALL of one INSERT (an offset the server makes up) and its result
+    f"""CREATE PROCEDURE bench_floor_insert{SINGLE_PARAMS}
 BEGIN
+    {INSERT_ROW.format(table="bench_call_log", pid="CONNECTION_ID()", offset="UUID_SHORT()")};
+    SELECT 1 AS `offset`, 0 AS duplicate, CONNECTION_ID() AS partition_id, p_id AS id;
+END""",
+    # the least a sequence row asks: find the partition and lock its row, insert, move the row
+    f"""CREATE PROCEDURE bench_floor_sequence{SINGLE_PARAMS}
+BEGIN
+    DECLARE v_pid BIGINT;
+    DECLARE v_offset BIGINT;
     START TRANSACTION;
-    UPDATE queue_partitions SET last_offset = LAST_INSERT_ID(last_offset + 1)
-    WHERE partition_id = 1;
-    INSERT INTO bench_floor_log ("""
-    + RAW_COLUMNS
-    + """)
-    VALUES (1, LAST_INSERT_ID(), p_topic, p_partition_key, p_id, p_payload, 0, 0, p_content_type);
+    {LOOKUP.format(extra=", MAX(p.last_offset) + 1", into=", v_offset", lock=" FOR UPDATE")};
+    {INSERT_ROW.format(table="bench_floor_log", pid="v_pid", offset="v_offset")};
+    UPDATE queue_partitions SET last_offset = v_offset WHERE partition_id = v_pid;
     COMMIT;
-    SELECT LAST_INSERT_ID() AS `offset`, 0 AS duplicate, 1 AS partition_id, p_id AS id;
-END
-"""
-)
-
-
-FLOOR_INSERT = (
-    """
-CREATE PROCEDURE bench_floor_insert(
-    IN p_offset BIGINT, IN p_topic VARCHAR(191), IN p_partition_key VARCHAR(191),
-    IN p_id VARCHAR(191), IN p_payload LONGBLOB, IN p_content_type VARCHAR(191)
-)
-MODIFIES SQL DATA
+    {RESULT};
+END""",
+    # the least with no sequence row: find the partition, read its end, insert (autocommit)
+    f"""CREATE PROCEDURE bench_floor_no_sequence{SINGLE_PARAMS}
 BEGIN
-    INSERT INTO bench_call_log ("""
-    + RAW_COLUMNS
-    + """)
-    VALUES (1, p_offset, p_topic, p_partition_key, p_id, p_payload, 0, 0, p_content_type);
-    SELECT p_offset AS `offset`, 0 AS duplicate, 1 AS partition_id, p_id AS id;
-END
-"""
+    DECLARE v_pid BIGINT;
+    DECLARE v_offset BIGINT;
+    {LOOKUP.format(extra="", into="", lock="")};
+    SELECT COALESCE(MAX(m.msg_offset), 0) + 1 INTO v_offset FROM bench_max_log AS m
+    WHERE m.partition_id = v_pid;
+    {INSERT_ROW.format(table="bench_max_log", pid="v_pid", offset="v_offset")};
+    {RESULT};
+END""",
+    # the same in one statement: the partition's end read inside the INSERT ... SELECT
+    f"""CREATE PROCEDURE bench_floor_one_statement{SINGLE_PARAMS}
+BEGIN
+    INSERT INTO bench_one_log ({RAW_COLUMNS})
+    SELECT
+        p.partition_id,
+        LAST_INSERT_ID(COALESCE((
+            SELECT MAX(m.msg_offset) FROM bench_one_log AS m WHERE m.partition_id = p.partition_id
+        ), 0) + 1),
+        p_topic, p_partition_key, p_id, p_payload, 0, 0, p_content_type
+    FROM queue_partitions AS p
+    WHERE p.topic = p_topic AND p.partition_key = p_partition_key AND p.slot = -1;
+    SELECT LAST_INSERT_ID() AS `offset`, 0 AS duplicate, NULL AS partition_id, p_id AS id;
+END""",
 )
 PLAIN = (
     "BEGIN; UPDATE queue_partitions SET last_offset = LAST_INSERT_ID(last_offset + 1) "
-    "WHERE partition_id = 1; INSERT INTO bench_plain_log ("
+    "WHERE partition_id = %s; INSERT INTO bench_plain_log ("
     + RAW_COLUMNS
-    + ") VALUES (1, LAST_INSERT_ID(), %s, %s, %s, %s, 0, 0, %s); COMMIT"
+    + ") VALUES (%s, LAST_INSERT_ID(), %s, %s, %s, %s, 0, 0, %s); COMMIT"
 )
-
 NO_SEQUENCE = (
     "SELECT COALESCE(MAX(msg_offset), 0) + 1 INTO @bench_offset FROM bench_plain_max_log "
-    "WHERE partition_id = 1; INSERT INTO bench_plain_max_log ("
+    "WHERE partition_id = %s; INSERT INTO bench_plain_max_log ("
     + RAW_COLUMNS
-    + ") VALUES (1, @bench_offset, %s, %s, %s, %s, 0, 0, %s)"
+    + ") VALUES (%s, @bench_offset, %s, %s, %s, %s, 0, 0, %s)"
 )
+RAW = f"INSERT INTO bench_raw_log ({RAW_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+OCTETS = "application/octet-stream"
+
+
+# single message: one function, run by each client process (forked) -----------------------
+
+
+def single(phase: str, index: int, dsn: str, path: str, n: int, base: int, state=None) -> Any:
+    """Client ``index`` publishes ``n`` messages by ``path``, each to one of its own KEYS keys
+    (partitions made beforehand); ``base``: where this round's raw offsets start."""
+    keys = [f"c{index}-k{i}" for i in range(KEYS)]
+    if phase == "connect":
+        if path == "client.publish":
+            return mysqlq.connect(dsn)
+        conn = connection.connect(dsn, client_flag=CLIENT.MULTI_STATEMENTS)
+        cur = conn.cursor()
+        cur.execute("SELECT partition_key, partition_id FROM queue_partitions WHERE topic = 't'")
+        return conn, dict(cur.fetchall())
+    if path == "client.publish":
+        for i in range(n):
+            state.publish("t", PAYLOAD, key=keys[i % KEYS])
+        state.close()
+        return None
+    conn, pids = state
+    cur = conn.cursor()
+    for i in range(n):
+        key, mid = keys[i % KEYS], uuid.uuid4().hex
+        if path == "raw":
+            offset = base + index * 1_000_000 + i
+            row = (1_000_000 + index, offset, "raw", key, f"r{offset}", PAYLOAD, 0, 0, OCTETS)
+            cur.execute(RAW, row)
+        elif path in ("plain", "no_sequence"):
+            pid = pids[key]
+            sql = PLAIN if path == "plain" else NO_SEQUENCE
+            cur.execute(sql, (pid, pid, "t", key, mid, PAYLOAD, OCTETS))
+            while cur.nextset():
+                pass
+        else:
+            if path == "queue_publish_message":
+                sql = "CALL queue_publish_message(%s,%s,%s,%s,NULL,0,NULL,%s,0)"
+            else:
+                sql = f"CALL {path}(%s,%s,%s,%s,%s)"
+            for _attempt in range(100):
+                try:
+                    cur.execute(sql, ("t", key, mid, PAYLOAD, OCTETS))
+                    break
+                except MySQLdb.OperationalError as exc:
+                    # MySQL's INSERT ... SELECT locks what it reads (REPEATABLE READ): the
+                    # one-statement floor's writers can deadlock, and a real design would retry
+                    if exc.args[0] != 1213:
+                        raise
+            cur.fetchall()
+            while cur.nextset():
+                pass
+    conn.close()
+    return None
+
+
+SINGLES = [
+    ("raw INSERT (autocommit)", "raw"),
+    ("CALL: INSERT, SELECT", "bench_floor_insert"),
+    ("plain SQL: BEGIN, UPDATE, INSERT, COMMIT", "plain"),
+    ("plain SQL: SELECT MAX, INSERT", "no_sequence"),
+    ("floor CALL, sequence row", "bench_floor_sequence"),
+    ("floor CALL, no sequence row", "bench_floor_no_sequence"),
+    ("floor CALL, no sequence row, one statement", "bench_floor_one_statement"),
+    ("queue_publish_message (cursor)", "queue_publish_message"),
+    ("client.publish", "client.publish"),
+]
 
 
 class Bench:
@@ -118,66 +220,12 @@ class Bench:
         self.client = mysqlq.connect(dsn)
         self.conn = connection.connect(dsn)
         self.cur = self.conn.cursor()
-        self.multi = connection.connect(dsn, client_flag=CLIENT.MULTI_STATEMENTS).cursor()
         self.admin, self.pid = admin, pid
         self.offset = 0
 
     def next_offsets(self, n: int) -> int:
         self.offset += n
         return self.offset - n
-
-    # single message ---------------------------------------------------------------------
-
-    def raw_single(self, n: int) -> None:
-        for _ in range(n):
-            o = self.next_offsets(1)
-            self.cur.execute(
-                f"INSERT INTO bench_raw_log ({RAW_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                (1, o, "raw", "k1", f"r{o}", PAYLOAD, 0, 0, "application/octet-stream"),
-            )
-
-    def call_insert_single(self, n: int) -> None:
-        for _ in range(n):
-            self._call(
-                "CALL bench_floor_insert(%s,%s,%s,%s,%s,%s)",
-                (self.next_offsets(1), "t", "k1", uuid.uuid4().hex),
-            )
-
-    def _statements(self, sql: str, n: int) -> None:
-        """``n`` times the multi-statement query ``sql`` (one round trip each)."""
-        for _ in range(n):
-            self.multi.execute(
-                sql, ("t", "k1", uuid.uuid4().hex, PAYLOAD, "application/octet-stream")
-            )
-            while self.multi.nextset():
-                pass
-
-    def plain_single(self, n: int) -> None:
-        self._statements(PLAIN, n)
-
-    def no_sequence_single(self, n: int) -> None:
-        self._statements(NO_SEQUENCE, n)
-
-    def floor_single(self, n: int) -> None:
-        for _ in range(n):
-            self._call("CALL bench_floor_publish(%s,%s,%s,%s,%s)", ("t", "k1", uuid.uuid4().hex))
-
-    def procedure_single(self, n: int) -> None:
-        for _ in range(n):
-            self._call(
-                "CALL queue_publish_message(%s,%s,%s,%s,NULL,0,NULL,%s,0)",
-                ("t", "k1", uuid.uuid4().hex),
-            )
-
-    def _call(self, sql: str, head: tuple) -> None:
-        self.cur.execute(sql, (*head, PAYLOAD, "application/octet-stream"))
-        self.cur.fetchall()
-        while self.cur.nextset():
-            pass
-
-    def driver_single(self, n: int) -> None:
-        for _ in range(n):
-            self.client.publish("t", PAYLOAD, key="k1")
 
     # batch of 1,000 -----------------------------------------------------------------------
 
@@ -233,34 +281,81 @@ class Bench:
             )
 
     def measure(self, work: Callable[[int], None], n: int, messages: int) -> tuple[float, float]:
-        before = counters.sample(self.admin, self.pid)
-        start = time.perf_counter()
-        work(n)
-        seconds = time.perf_counter() - start
-        after = counters.sample(self.admin, self.pid)
-        cpu = None
-        if before.cpu_seconds is not None and after.cpu_seconds is not None:
-            cpu = (after.cpu_seconds - before.cpu_seconds) / messages * 1e6
-        return seconds / messages * 1e6, cpu
+        return timed(self.admin, self.pid, lambda: work(n), messages)
+
+    def profile_batch(self) -> list[tuple[float, int, str]]:
+        """The statements of one ``client.publish_batch`` of 1,000 (after the rounds: warm) with
+        the server's time for each: (ms, nesting level, text). MySQL's performance schema sees
+        the statements inside the procedure; on MariaDB (performance schema off by default) the
+        session's profiling does."""
+        conn = self.client._conn
+        cur, admin = conn.cursor(), self.admin.cursor()
+        admin.execute("SELECT VERSION()")
+        if "MariaDB" in admin.fetchone()[0]:
+            cur.execute("SET profiling = 1, profiling_history_size = 100")
+            self.driver_batch(1)
+            cur.execute("SHOW PROFILES")
+            found = [(float(seconds) * 1e3, 0, text) for _id, seconds, text in cur.fetchall()]
+            cur.execute("SET profiling = 0")
+            return found
+        admin.execute(
+            "UPDATE performance_schema.setup_consumers SET ENABLED = 'YES'"
+            " WHERE NAME = 'events_statements_history_long'"
+        )
+        cur.execute("SELECT PS_CURRENT_THREAD_ID()")
+        (thread,) = cur.fetchone()
+        admin.execute("TRUNCATE TABLE performance_schema.events_statements_history_long")
+        self.driver_batch(1)
+        admin.execute(
+            "SELECT TIMER_WAIT / 1e9, NESTING_EVENT_LEVEL, SQL_TEXT"
+            " FROM performance_schema.events_statements_history_long"
+            " WHERE THREAD_ID = %s ORDER BY EVENT_ID",
+            (thread,),
+        )
+        return [(float(ms), level, text or "") for ms, level, text in admin.fetchall()]
+
+
+def timed(admin: Any, pid: int | None, work: Callable[[], Any], messages: int) -> tuple:
+    """µs per message of ``work`` (wall) and the server's CPU µs per message (None: unknown)."""
+    before = counters.sample(admin, pid)
+    start = time.perf_counter()
+    work()
+    seconds = time.perf_counter() - start
+    after = counters.sample(admin, pid)
+    cpu = None
+    if before.cpu_seconds is not None and after.cpu_seconds is not None:
+        cpu = (after.cpu_seconds - before.cpu_seconds) / messages * 1e6
+    return seconds / messages * 1e6, cpu
 
 
 def report(title: str, rows: list[tuple[str, list[float], list[float | None]]]) -> None:
     base = statistics.median(rows[0][1])
     print(f"\n{title}")
-    print(f"  {'path':42s} {'µs/msg':>8s} {'ratio':>6s} {'server CPU µs/msg':>18s}")
+    print(f"  {'path':44s} {'µs/msg':>8s} {'ratio':>6s} {'server CPU µs/msg':>18s}")
     for label, times, cpus in rows:
         t = statistics.median(times)
         known = [c for c in cpus if c is not None]
         cpu = f"{statistics.median(known):18.1f}" if known else f"{'-':>18s}"
-        print(f"  {label:42s} {t:8.1f} {base / t:6.2f}x {cpu}")
+        print(f"  {label:44s} {t:8.1f} {base / t:6.2f}x {cpu}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dsn", help="server URL (default: the local server the tests use)")
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--singles", type=int, default=400, help="single publishes per round")
+    parser.add_argument(
+        "--singles", type=int, default=400, help="single publishes per client per round"
+    )
+    parser.add_argument(
+        "--clients",
+        type=lambda text: [int(c) for c in text.split(",")],
+        default=[1, 4],
+        help="client processes of the single-message paths, as a list (default: 1,4)",
+    )
     parser.add_argument("--batches", type=int, default=10, help="batches of 1,000 per round")
+    parser.add_argument(
+        "--profile", action="store_true", help="then the statements of one batch, timed"
+    )
     args = parser.parse_args(argv)
     with contextlib.ExitStack() as cleanup:
         found = None if args.dsn else localserver.find_or_start()
@@ -283,42 +378,53 @@ def main(argv: list[str] | None = None) -> int:
             "bench_call_log",
             "bench_plain_log",
             "bench_copy_log",
+            "bench_max_log",
+            "bench_one_log",
             "bench_plain_max_log",
         ):
             cur.execute(f"CREATE TABLE {table} LIKE queue_messages")
-        cur.execute(FLOOR)
-        cur.execute(FLOOR_INSERT)
+        for procedure in PROCEDURES:
+            cur.execute(procedure)
         bench = Bench(db.dsn, admin, counters.server_pid(admin))
         cleanup.callback(bench.client.close)
-        bench.client.publish("t", PAYLOAD, key="k1")  # partition 1: the floor's sequence row
+        for index in range(max(args.clients)):  # every client's partitions, made beforehand
+            bench.client.publish_batch(
+                "t", [{"payload": PAYLOAD, "key": f"c{index}-k{i}"} for i in range(KEYS)]
+            )
         bench.cur.execute("CALL queue_intake_open()")
-        singles = [
-            ("raw INSERT (autocommit)", bench.raw_single),
-            ("CALL: INSERT, SELECT (no sequence row)", bench.call_insert_single),
-            ("plain SQL: BEGIN, UPDATE, INSERT, COMMIT", bench.plain_single),
-            ("plain SQL: SELECT MAX, INSERT (no sequence)", bench.no_sequence_single),
-            ("floor CALL (START, UPDATE, INSERT, COMMIT)", bench.floor_single),
-            ("queue_publish_message (cursor)", bench.procedure_single),
-            ("client.publish", bench.driver_single),
-        ]
         batches = [
             ("raw INSERT of 1,000 (one statement)", bench.raw_batch),
             ("intake INSERT only", bench.intake_only),
             ("intake INSERT + INSERT ... SELECT", bench.intake_copy),
             ("client.publish_batch", bench.driver_batch),
         ]
-        out: dict[str, tuple[list[float], list[float | None]]] = {}
-        for _round in range(args.rounds):
-            for label, work in singles:
-                t, c = bench.measure(work, args.singles, args.singles)
-                out.setdefault(label, ([], []))[0].append(t)
-                out[label][1].append(c)
+        out: dict[tuple[int, str], tuple[list[float], list[float | None]]] = {}
+        for round_ in range(args.rounds):
+            for clients in args.clients:
+                for label, path in SINGLES:
+                    base = (round_ * 10 + clients) * 10_000_000  # raw offsets: unused
+                    run = functools.partial(
+                        run_clients, single, clients, db.dsn, path, args.singles, base
+                    )
+                    t, c = timed(admin, bench.pid, run, args.singles * clients)
+                    out.setdefault((clients, label), ([], []))[0].append(t * clients)
+                    out[(clients, label)][1].append(c)
             for label, work in batches:
                 t, c = bench.measure(work, args.batches, args.batches * 1000)
-                out.setdefault(label, ([], []))[0].append(t)
-                out[label][1].append(c)
-        report("single message, autocommit", [(label, *out[label]) for label, _ in singles])
-        report("batch of 1,000, 64 keys", [(label, *out[label]) for label, _ in batches])
+                out.setdefault((1, label), ([], []))[0].append(t)
+                out[(1, label)][1].append(c)
+        for clients in args.clients:
+            report(
+                f"single message, autocommit, {clients} client(s) (µs/msg: per client)",
+                [(label, *out[(clients, label)]) for label, _ in SINGLES],
+            )
+        report(
+            "batch of 1,000, 64 keys, 1 client", [(label, *out[(1, label)]) for label, _ in batches]
+        )
+        if args.profile:
+            print("\none client.publish_batch of 1,000, statement by statement (server ms)")
+            for ms, level, text in bench.profile_batch():
+                print(f"  {ms:7.3f}  {'  ' * level}{' '.join(text.split())[:90]}")
     return 0
 
 

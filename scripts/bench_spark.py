@@ -3,7 +3,7 @@
 Measures, on a local Spark (default ``local[2]``) and N messages (default 200,000):
   * batch write through the mysqlq data source (chunks through the intake table) beside a plain
     multi-row INSERT of the same rows into a table shaped like the log, from the same Spark job
-    (foreachPartition with executemany, the same chunk size);
+    (foreachPartition with executemany, the same chunk size, one INSERT per chunk);
   * batch read through the mysqlq data source beside a JDBC read of the same rows (same columns,
     same number of Spark partitions), both written to Spark's no-op sink;
   * the archive job (messages every group passed, to Parquet by topic and date).
@@ -30,6 +30,7 @@ from pathlib import Path
 from mysqlq import connection
 from mysqlq.tools import localserver
 from mysqlq.tools.bench import server as counters
+from mysqlq.tools.bench.workloads import one_statement_cursor
 
 DEBIAN_JDBC_JAR = Path("/usr/share/java/mariadb-java-client.jar")
 JDBC_PACKAGE = "org.mariadb.jdbc:mariadb-java-client:3.5.1"
@@ -80,7 +81,9 @@ def plain_insert_partition(dsn: str, table: str, chunk: int):
     def run(rows) -> None:
         now = int(time.time() * 1000)
         conn = connection.connect(dsn)
-        cur = conn.cursor()
+        # one INSERT (one commit) per chunk, as the intake sends it; by default mysqlclient
+        # splits a chunk at 64 kB into several autocommit INSERTs
+        cur = one_statement_cursor(conn)
         sql = (
             f"INSERT INTO {table} (partition_id, msg_offset, topic, partition_key, message_id,"
             " payload, metadata, published_at, deliver_at)"

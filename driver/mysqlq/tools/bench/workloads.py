@@ -6,7 +6,8 @@ forked). A workload returns a dict with at least ``seconds`` and ``messages``.
 Baselines:
 
 * ``raw``: INSERTs into ``bench_raw_log``, a copy of ``queue_messages``'s definition: single-row
-  autocommit INSERTs, and multi-row INSERTs of the same size as the publish batch.
+  autocommit INSERTs, and multi-row INSERTs of the same size as the publish batch, each one
+  statement and one commit.
 * ``skip_locked``: the classic work queue. ``bench_jobs`` has an auto-increment key; a consumer
   takes up to ``batch_size`` rows with ``SELECT ... ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED``,
   runs the handler on each, deletes them and commits: one transaction, three round trips per batch.
@@ -16,8 +17,6 @@ Baselines:
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing as mp
 import queue as queue_module
 import struct
 import time
@@ -27,72 +26,13 @@ from typing import Any
 import MySQLdb
 
 import mysqlq
-from mysqlq import _sql, connection
+from mysqlq import _sql, connection, intake
 from mysqlq.connection import execute_rows
 from mysqlq.tools.bench import effects
+from mysqlq.tools.bench.processes import CONTEXT, WorkloadError, run_clients, share
 
 PAYLOAD = b"x" * 100
 KEYS = 64
-_ctx = mp.get_context("fork")
-
-
-class WorkloadError(RuntimeError):
-    """A benchmark process failed or a workload did not finish in time."""
-
-
-# --------------------------------------------------------------------------- process helpers
-
-
-def _client_main(target: Callable, index: int, barrier: Any, results: Any, args: tuple) -> None:
-    try:
-        state = target("connect", index, *args)
-        barrier.wait(timeout=60)
-        t0 = time.perf_counter()
-        target("run", index, *args, state=state)
-        results.put((index, time.perf_counter() - t0, None))
-    except BaseException as exc:
-        with contextlib.suppress(Exception):
-            barrier.abort()
-        results.put((index, 0.0, repr(exc)))
-
-
-def run_clients(target: Callable, clients: int, *args: Any, timeout: float = 900) -> float:
-    """Run ``target`` in ``clients`` processes that start together; wall seconds until all end."""
-    barrier = _ctx.Barrier(clients + 1)
-    results = _ctx.Queue()
-    procs = [
-        _ctx.Process(target=_client_main, args=(target, i, barrier, results, args), daemon=True)
-        for i in range(clients)
-    ]
-    for p in procs:
-        p.start()
-    # a client that failed to connect breaks the barrier: its error is reported below
-    with contextlib.suppress(Exception):
-        barrier.wait(timeout=60)
-    t0 = time.perf_counter()
-    errors = []
-    for _ in procs:
-        try:
-            _index, _seconds, error = results.get(timeout=timeout)
-        except queue_module.Empty:
-            errors.append("timed out")
-            break
-        if error:
-            errors.append(error)
-    elapsed = time.perf_counter() - t0
-    for p in procs:
-        p.join(timeout=10)
-        if p.is_alive():
-            p.kill()
-    if errors:
-        raise WorkloadError(f"{target.__name__}: {errors[0]}")
-    return elapsed
-
-
-def _share(total: int, clients: int, index: int) -> int:
-    return total // clients + (1 if index < total % clients else 0)
-
-
 # --------------------------------------------------------------------------- publish
 
 
@@ -101,7 +41,7 @@ def mysqlq_publish(phase, index, dsn, topic, total, clients, mode, size, state=N
     if phase == "connect":
         return mysqlq.connect(dsn)
     client = state
-    n = _share(total, clients, index)
+    n = share(total, clients, index)
     # each client its own KEYS keys (the raw clients' rows); "batch-shared": all the same KEYS keys
     shared = mode == "batch-shared"
     mode = "batch" if shared else mode
@@ -139,13 +79,22 @@ RAW_INSERT = (
 )
 
 
+def one_statement_cursor(conn: Any) -> Any:
+    """A cursor whose ``executemany`` sends up to :data:`intake.STATEMENT_BYTES` per INSERT, as
+    mysqlq's intake does: by default mysqlclient splits at 64 kB (under 400 rows of the bench's),
+    and each part would be an INSERT and a commit of its own."""
+    cur = conn.cursor()
+    cur.max_stmt_length = intake.STATEMENT_BYTES
+    return cur
+
+
 def raw_publish(phase, index, dsn, total, clients, size, state=None):
     """Raw INSERTs into a table shaped like the log: ``size`` rows per statement, autocommit."""
     if phase == "connect":
         return connection.connect(dsn)
     conn = state
-    cur = conn.cursor()
-    n = _share(total, clients, index)
+    cur = one_statement_cursor(conn)
+    n = share(total, clients, index)
     now = int(time.time() * 1000)
     base = (index + 1) * 1_000_000 + int(time.time() * 1000) % 1_000_000 * 1000
     rows = [
@@ -251,11 +200,11 @@ def mysqlq_consume(
     if writes:
         execute_rows(watcher, effects.TABLE)
     prepublish(dsn, topic, messages, lambda n: None)
-    stop = _ctx.Event()
-    done = _ctx.Queue()
+    stop = CONTEXT.Event()
+    done = CONTEXT.Queue()
     options = {"batch_size": batch_size, "effects": writes}
     procs = [
-        _ctx.Process(
+        CONTEXT.Process(
             target=_subscriber_main,
             args=(dsn, topic, group, i, options, stop, done),
             daemon=True,
@@ -399,9 +348,10 @@ def _drain(
 ) -> dict[str, Any]:
     """Run ``consumers`` processes ``target(*head, out, *tail)`` until each reports
     ``(handled, last_handled_at, ...)``; the time runs from their start to the last message."""
-    out = _ctx.Queue()
+    out = CONTEXT.Queue()
     procs = [
-        _ctx.Process(target=target, args=(*head, out, *tail), daemon=True) for _ in range(consumers)
+        CONTEXT.Process(target=target, args=(*head, out, *tail), daemon=True)
+        for _ in range(consumers)
     ]
     before = sample()
     t0 = time.perf_counter()
@@ -525,13 +475,13 @@ def steady_state(
     """Publish at ``rate`` msg/s for ``seconds`` while ``consumers`` processes consume."""
     topic = f"steady-{int(time.time() * 1000) % 100000}"
     group = "bench"
-    stop = _ctx.Event()
-    done = _ctx.Queue()
+    stop = CONTEXT.Event()
+    done = CONTEXT.Queue()
     if system == "mysqlq":
         with mysqlq.connect(dsn) as client:
             client.subscribe(group, topic)
         procs = [
-            _ctx.Process(
+            CONTEXT.Process(
                 target=_subscriber_main,
                 args=(dsn, topic, group, i, {"latency": True}, stop, done),
                 daemon=True,
@@ -541,7 +491,7 @@ def steady_state(
     else:
         skip_locked_fill(dsn, 0)
         procs = [
-            _ctx.Process(
+            CONTEXT.Process(
                 target=_skip_locked_worker, args=(dsn, 10, stop, done, 0.1, True), daemon=True
             )
             for _ in range(consumers)
@@ -562,8 +512,8 @@ def steady_state(
         watcher.close()
     else:
         time.sleep(2.0)
-    pub_out = _ctx.Queue()
-    publisher = _ctx.Process(
+    pub_out = CONTEXT.Queue()
+    publisher = CONTEXT.Process(
         target=_paced_publisher, args=(dsn, topic, rate, seconds, system, pub_out), daemon=True
     )
     publisher.start()
