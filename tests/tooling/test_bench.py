@@ -1,6 +1,10 @@
-"""The benchmark's baselines measure what they claim to."""
+"""The benchmark scripts: their baselines measure what they claim to, and they run."""
 
 from __future__ import annotations
+
+import importlib.util
+
+from helpers.testdb import ROOT
 
 from mysqlq.tools.bench import workloads
 
@@ -26,3 +30,27 @@ def test_the_raw_baseline_sends_a_batch_of_1000_as_one_insert(conn) -> None:
     cur = conn.cursor()
     cur.execute("SELECT COUNT(*) FROM bench_raw_log")
     assert cur.fetchone()[0] == 2000
+
+
+def _script(name: str):
+    path = ROOT / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_publish_floor_script_measures_every_path_and_profiles_a_batch(server, capsys) -> None:
+    floor = _script("bench_publish_floor")
+    argv = ["--dsn", server.dsn, "--rounds", "1", "--singles", "10", "--batches", "1"]
+    assert floor.main([*argv, "--clients", "1,2", "--profile"]) == 0
+    out = capsys.readouterr().out
+    for clients in (1, 2):
+        assert f"single message, autocommit, {clients} client(s)" in out
+    for label, _path in floor.SINGLES:
+        assert out.count(f"  {label} ") == 2  # a line in each clients' table
+    assert "client.publish_batch " in out
+    # the profile sees the log's INSERT ... SELECT, inside the procedure on MySQL
+    profile = out.split("statement by statement")[1]
+    assert "INSERT INTO queue__intake" in profile
+    assert "INSERT INTO queue_messages" in profile
