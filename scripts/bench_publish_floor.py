@@ -64,7 +64,8 @@ from mysqlq import connection, intake
 from mysqlq.connection import with_database
 from mysqlq.tools import harness, localserver
 from mysqlq.tools.bench import server as counters
-from mysqlq.tools.bench.workloads import run_clients
+from mysqlq.tools.bench.processes import run_clients
+from mysqlq.tools.bench.workloads import one_statement_cursor
 
 PAYLOAD = b"x" * 100
 KEYS = 64
@@ -219,7 +220,7 @@ class Bench:
     def __init__(self, dsn: str, admin: Any, pid: int | None) -> None:
         self.client = mysqlq.connect(dsn)
         self.conn = connection.connect(dsn)
-        self.cur = self.conn.cursor()
+        self.cur = one_statement_cursor(self.conn)  # a batch as one INSERT, as the intake's
         self.admin, self.pid = admin, pid
         self.offset = 0
 
@@ -235,26 +236,13 @@ class Bench:
         )
 
     def raw_batch(self, n: int) -> None:
-        self.cur.max_stmt_length = intake.STATEMENT_BYTES  # one statement, as the intake's
         for _ in range(n):
             base = self.next_offsets(1000)
-            self.cur.executemany(
-                f"INSERT INTO bench_raw_log ({RAW_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                [
-                    (
-                        i % KEYS,
-                        base + i,
-                        "raw",
-                        f"k{i % KEYS}",
-                        f"r{base + i}",
-                        PAYLOAD,
-                        0,
-                        0,
-                        "application/octet-stream",
-                    )
-                    for i in range(1000)
-                ],
-            )
+            rows = [
+                (i % KEYS, base + i, "raw", f"k{i % KEYS}", f"r{base + i}", PAYLOAD, 0, 0, OCTETS)
+                for i in range(1000)
+            ]
+            self.cur.executemany(RAW, rows)
 
     def intake_only(self, n: int, copy: bool = False) -> None:
         for _ in range(n):

@@ -276,15 +276,11 @@ def test_unkeyed_and_unranked_rows_come_back_one_by_one_beside_the_ranges(conn):
     assert by_id["a2"] == ("a", 1) and by_id["a1"] == ("a", 2)
     assert by_id["c1"] == ("c", 1) and by_id["c2"] == ("c", 2)
     out = intake.results(sent, [tuple(r.values()) for r in found])
-    pids = {
-        r["message_id"]: r["partition_id"]
-        for r in rows(conn, "SELECT message_id, partition_id FROM queue_messages")
+    stored = {
+        r["message_id"]: (r["msg_offset"], r["partition_id"])
+        for r in rows(conn, "SELECT message_id, msg_offset, partition_id FROM queue_messages")
     }
-    offsets = {
-        r["message_id"]: r["msg_offset"]
-        for r in rows(conn, "SELECT message_id, msg_offset FROM queue_messages")
-    }
-    assert [(o, p) for _i, o, _d, p in out] == [(offsets[r[2]], pids[r[2]]) for r in sent]
+    assert [(o, p) for _i, o, _d, p in out] == [stored[r[2]] for r in sent]
 
 
 @pytest.mark.parametrize("repeats", [[], ["old", "m1"]])
