@@ -26,12 +26,15 @@ each client over its own 64 keys, whose partitions exist beforehand:
   * ``client.publish``: the driver's whole call.
 
 batch of 1,000 (64 keys):
-  * ``raw INSERT``: one multi-row INSERT (one statement, as the intake's);
-  * ``intake INSERT``: the same rows into the session's intake table only (the driver's first
-    statement of ``publish_batch``);
+  * ``raw INSERT``: one multi-row INSERT (one statement);
+  * ``intake INSERT``: the same rows into the session's intake table only, in the driver's
+    statements (the columns some row sets, up to 64 KiB each), one after another;
   * ``intake INSERT + INSERT ... SELECT``: plus a plain copy into the log (the second statement any
     intake design needs), without numbering, locks or checks;
-  * ``client.publish_batch``: the driver's whole call (intake + ``queue_publish_intake``).
+  * ``client.publish_batch``: the driver's whole call (intake + ``queue_publish_intake``), its
+    intake INSERTs each sent before the next is built;
+  * the same with the rows sent as the driver sent them before (one INSERT, waited for): with
+    every column, and with only the columns some row sets.
 
 With ``--profile``, then one ``client.publish_batch`` statement by statement, with the server's
 time for each (MySQL: its performance schema, which sees inside the procedure; MariaDB: the
@@ -41,7 +44,7 @@ Prints µs per message (per client), the ratio to the raw INSERT, and the server
 (the server's process time, when it runs on this machine).
 
 Usage: python scripts/bench_publish_floor.py [--dsn mysql://root@127.0.0.1:3306] [--rounds 7]
-       [--singles 400] [--clients 1,4] [--batches 10] [--profile]
+       [--singles 400] [--clients 1,4] [--batches 10] [--profile] [--batch-only]
 Without --dsn: the server the tests use (MYSQLQ_TEST_SERVER=mysql: a throwaway MySQL).
 """
 
@@ -216,6 +219,28 @@ SINGLES = [
 ]
 
 
+def _send_in_one_insert(columns: tuple[int, ...] | None) -> Callable[[Any, list[intake.Row]], int]:
+    """The intake's rows sent as the driver sent them before: one INSERT (up to 4 MiB), waited
+    for; with every column (``intake.ALL_COLUMNS``) or only those some row sets (None)."""
+
+    def send(conn: Any, rows: list[intake.Row]) -> int:
+        cur = conn.cursor()
+        statements = list(intake.insert_statements(conn, rows, columns=columns, max_bytes=4 << 20))
+        for statement in statements:
+            cur.execute(statement)
+        return sum(map(len, statements))
+
+    return send
+
+
+# client.publish_batch with the intake's rows sent in other ways (the driver's own: only the
+# columns some row sets, in INSERTs of up to 64 KiB, each sent before the next is built)
+INTAKE_SENDS = [
+    ("  rows as before: every column, one INSERT", _send_in_one_insert(intake.ALL_COLUMNS)),
+    ("  only the columns set, one INSERT", _send_in_one_insert(None)),
+]
+
+
 class Bench:
     def __init__(self, dsn: str, admin: Any, pid: int | None) -> None:
         self.client = mysqlq.connect(dsn)
@@ -267,6 +292,15 @@ class Bench:
             self.client.publish_batch(
                 "t", [{"payload": PAYLOAD, "key": f"k{i % KEYS}"} for i in range(1000)]
             )
+
+    def driver_batch_sending(self, send: Callable[[Any, list[intake.Row]], int], n: int) -> None:
+        """``driver_batch`` with the intake's rows sent by ``send`` instead of the driver's own."""
+        driver_send = intake._insert
+        intake._insert = send
+        try:
+            self.driver_batch(n)
+        finally:
+            intake._insert = driver_send
 
     def measure(self, work: Callable[[int], None], n: int, messages: int) -> tuple[float, float]:
         return timed(self.admin, self.pid, lambda: work(n), messages)
@@ -344,6 +378,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile", action="store_true", help="then the statements of one batch, timed"
     )
+    parser.add_argument(
+        "--batch-only", action="store_true", help="only the batch paths, not the single ones"
+    )
     args = parser.parse_args(argv)
     with contextlib.ExitStack() as cleanup:
         found = None if args.dsn else localserver.find_or_start()
@@ -386,9 +423,11 @@ def main(argv: list[str] | None = None) -> int:
             ("intake INSERT + INSERT ... SELECT", bench.intake_copy),
             ("client.publish_batch", bench.driver_batch),
         ]
+        for label, send in INTAKE_SENDS:
+            batches.append((label, functools.partial(bench.driver_batch_sending, send)))
         out: dict[tuple[int, str], tuple[list[float], list[float | None]]] = {}
         for round_ in range(args.rounds):
-            for clients in args.clients:
+            for clients in [] if args.batch_only else args.clients:
                 for label, path in SINGLES:
                     base = (round_ * 10 + clients) * 10_000_000  # raw offsets: unused
                     run = functools.partial(
@@ -401,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
                 t, c = bench.measure(work, args.batches, args.batches * 1000)
                 out.setdefault((1, label), ([], []))[0].append(t)
                 out[(1, label)][1].append(c)
-        for clients in args.clients:
+        for clients in [] if args.batch_only else args.clients:
             report(
                 f"single message, autocommit, {clients} client(s) (µs/msg: per client)",
                 [(label, *out[(clients, label)]) for label, _ in SINGLES],

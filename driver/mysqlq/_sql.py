@@ -26,10 +26,20 @@ PUBLISH_BATCH = "CALL queue_publish_batch(%s, %s)"
 # the fast batch path (publish_batch, the Spark writer): the session's TEMPORARY intake table,
 # opened once per connection; its rows, sent as multi-row INSERTs; one CALL publishes them all
 INTAKE_OPEN = "CALL queue_intake_open()"
-# (followed by the rows' values, escaped by mysqlq.intake.insert_statements)
-INTAKE_INSERT_HEAD = (
-    b"INSERT INTO queue__intake (idx, msg_key, msg_id, payload, metadata, delay_ms, kind, "
-    b"content_type, priority, part_rank) VALUES "
+# (the columns a chunk's rows set, then their values: see mysqlq.intake.insert_statements)
+INTAKE_INSERT = b"INSERT INTO queue__intake (%s) VALUES "
+# an intake row's columns, in the order of mysqlq.intake.Row
+INTAKE_COLUMNS = (
+    b"idx",
+    b"msg_key",
+    b"msg_id",
+    b"payload",
+    b"metadata",
+    b"delay_ms",
+    b"kind",
+    b"content_type",
+    b"priority",
+    b"part_rank",
 )
 # rows a caller's rolled-back transaction may have left (the CALL empties it otherwise)
 INTAKE_CLEAR = "DELETE FROM queue__intake"

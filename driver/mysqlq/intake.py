@@ -10,6 +10,7 @@ DELETE first clears what a rolled-back transaction may have put back.
 from __future__ import annotations
 
 import contextlib
+import operator
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -18,11 +19,12 @@ import MySQLdb
 
 from mysqlq import _sql, codec
 from mysqlq.connection import execute_rows
-from mysqlq.errors import InvalidArgument, PermissionDenied, SchemaMismatch
+from mysqlq.errors import InvalidArgument, PermissionDenied, SchemaMismatch, translating
 
-# one INSERT statement carries this much at most
-# (under the server's max_allowed_packet: 16 MiB on MariaDB, 64 MiB on MySQL)
-STATEMENT_BYTES = 4 << 20
+# one INSERT statement carries this much at most (a larger row goes alone, under the server's
+# max_allowed_packet): the server takes one in while the driver builds the next, and takes in
+# three statements of 64 KiB faster than one of 192 KiB (MySQL most of all)
+STATEMENT_BYTES = 64 << 10
 
 Row = tuple[Any, ...]
 
@@ -190,34 +192,68 @@ def _texts(quote: Callable[[bytes], bytes]) -> Callable[[str | None], bytes]:
     return text
 
 
-def insert_statements(conn: MySQLdb.connections.Connection, rows: list[Row]) -> Iterator[bytes]:
-    """The multi-row INSERTs of ``rows`` (each under :data:`STATEMENT_BYTES` unless one row is
-    larger), escaped by the connection (its character set and sql_mode) in one pass: a third of
-    the client time of the generic executemany."""
+# each intake column's literal in a row's VALUES (the payload as bytes, whatever the connection's
+# character set), in the order of Row; and the columns a row may leave unset, with the value the
+# intake table's DEFAULT gives them (idx, id and payload are always sent)
+_LITERALS = (b"%d", b"%s", b"%s", b"_binary%s", b"%s", b"%d", b"%s", b"%s", b"%d", b"%s")
+_UNSET = ((1, None), (4, None), (5, 0), (6, None), (7, None), (8, 0), (9, None))
+ALL_COLUMNS = tuple(range(len(_LITERALS)))
+
+
+def set_columns(rows: list[Row]) -> tuple[int, ...]:
+    """The columns (indexes into Row) that some row of ``rows`` sets. The others are left out of
+    the INSERT and take their DEFAULT, the same value: a shorter statement, which the server
+    takes in faster (about a fifth less time for 1,000 rows with no metadata, delay, kind or
+    priority)."""
+    columns = list(zip(*rows, strict=True))
+    n = len(rows)
+    unset = {j for j, default in _UNSET if columns[j].count(default) == n}
+    return tuple(j for j in ALL_COLUMNS if j not in unset)
+
+
+def insert_statements(
+    conn: MySQLdb.connections.Connection,
+    rows: list[Row],
+    *,
+    columns: tuple[int, ...] | None = None,
+    max_bytes: int = STATEMENT_BYTES,
+) -> Iterator[bytes]:
+    """The multi-row INSERTs of ``rows`` (each under ``max_bytes`` unless one row is larger),
+    naming only the columns the rows set (:func:`set_columns`; ``columns``: these instead),
+    escaped by the connection (its character set and sql_mode) in one pass: a third of the
+    client time of the generic executemany."""
+    if not rows:
+        return
     quote = conn.string_literal
     repeated = _texts(quote)
+    used = set_columns(rows) if columns is None else columns
+    head = _sql.INTAKE_INSERT % b", ".join(_sql.INTAKE_COLUMNS[j] for j in used)
+    literal = b"(" + b",".join(_LITERALS[j] for j in used) + b")"
+    pick = operator.itemgetter(*used)
     values: list[bytes] = []
     size = 0
     for idx, key, msg_id, payload, metadata, delay, kind, content_type, priority, rank in rows:
-        value = b"(%d,%s,%s,_binary%s,%s,%d,%s,%s,%d,%s)" % (
-            idx,
-            repeated(key),
-            _text(quote, msg_id),
-            quote(payload),
-            _text(quote, metadata),
-            delay,
-            repeated(kind),
-            repeated(content_type),
-            priority,
-            b"NULL" if rank is None else b"%d" % rank,
+        value = literal % pick(
+            (
+                idx,
+                repeated(key),
+                _text(quote, msg_id),
+                quote(payload),
+                _text(quote, metadata),
+                delay,
+                repeated(kind),
+                repeated(content_type),
+                priority,
+                b"NULL" if rank is None else b"%d" % rank,
+            )
         )
-        if values and size + len(value) > STATEMENT_BYTES:
-            yield _sql.INTAKE_INSERT_HEAD + b",".join(values)
+        if values and size + len(value) > max_bytes:
+            yield head + b",".join(values)
             values, size = [], 0
         values.append(value)
         size += len(value) + 1
     if values:
-        yield _sql.INTAKE_INSERT_HEAD + b",".join(values)
+        yield head + b",".join(values)
 
 
 def publish_rows(
@@ -278,14 +314,27 @@ def results(rows: list[Row], found: list[tuple]) -> list[tuple[int, int, int, in
 
 
 def _insert(conn: MySQLdb.connections.Connection, rows: list[Row]) -> int:
-    """Send ``rows`` (ranked) into the intake; returns the bytes sent. A failure empties the
-    intake: the rows of the INSERTs that went in are not a call's to keep."""
+    """Send ``rows`` (ranked) into the intake; returns the bytes sent. Each INSERT is sent before
+    the next one is built, so the server takes one in while the driver escapes the next. A
+    failure empties the intake: the rows of the INSERTs that went in are not a call's to keep."""
     sent = 0
+    waiting = False
     try:
-        for statement in insert_statements(conn, rows):
-            execute_rows(conn, statement)
-            sent += len(statement)
-    except Exception:
+        with translating():
+            for statement in insert_statements(conn, rows):
+                if waiting:
+                    waiting = False
+                    conn.read_query_result()
+                conn.send_query(statement)
+                waiting = True
+                sent += len(statement)
+            if waiting:
+                waiting = False
+                conn.read_query_result()
+    except BaseException:
+        if waiting:
+            with contextlib.suppress(Exception):
+                conn.read_query_result()
         _clear(conn)
         raise
     return sent

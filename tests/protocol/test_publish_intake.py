@@ -300,3 +300,82 @@ def test_the_driver_results_match_the_log_for_a_mixed_batch(dsn, conn, repeats):
     }
     assert [(r.offset, r.partition_id) for r in out] == [stored[r.id] for r in out]
     assert [r.duplicate for r in out] == [False] * 20 + [True] * len(repeats)
+
+
+def _inserts(conn) -> int:
+    cur = conn.cursor()
+    cur.execute("SHOW SESSION STATUS LIKE 'Com_insert'")
+    return int(cur.fetchone()[1])
+
+
+def test_the_driver_names_only_the_columns_its_rows_set(dsn, conn):
+    """A column no row of the chunk sets is left out of the INSERT and takes the intake's
+    DEFAULT: the log holds the same as when every value is sent."""
+    plain = intake.message_rows([b"a", b"b"], 10)
+    (statement,) = intake.insert_statements(conn, intake.ranked(plain))
+    assert statement.startswith(
+        b"INSERT INTO queue__intake (idx, msg_id, payload, content_type) VALUES "
+    )
+    client = mysqlq.connect(dsn)
+    batch = [
+        {
+            "payload": b"x",
+            "key": "k",
+            "metadata": {"a": 1},
+            "delay": 5,
+            "kind": "k.v",
+            "priority": 3,
+        },
+        {"payload": b"y", "key": "k"},
+        b"z",
+    ]
+    out = client.publish_batch(TOPIC, batch)
+    out += client.publish_batch(TOPIC, batch[1:2])
+    stored = {
+        r["message_id"]: r
+        for r in rows(
+            conn,
+            "SELECT message_id, partition_key, metadata, deliver_at - published_at AS delay_ms, "
+            "kind, content_type, priority FROM queue_messages WHERE topic = %s",
+            TOPIC,
+        )
+    }
+    got = [stored[r.id] for r in out]
+    assert [(g["partition_key"], g["delay_ms"], g["kind"], g["priority"]) for g in got] == [
+        ("k", 5000, "k.v", 3),
+        ("k", 0, None, 0),
+        (None, 0, None, 0),
+        ("k", 0, None, 0),
+    ]
+    assert json.loads(got[0]["metadata"]) == {"a": 1}
+    assert [g["metadata"] for g in got[1:]] == [None, None, None]
+    assert {g["content_type"] for g in got} == {"application/octet-stream"}
+
+
+def test_a_chunk_goes_as_several_inserts_each_sent_before_the_next_is_built(conn):
+    """Over :data:`intake.STATEMENT_BYTES` a chunk's rows go in several INSERTs (sent one while
+    the next is built); all arrive, and their offsets follow idx order per key (G3)."""
+    call(conn, "queue_intake_open")
+    sent = intake.ranked([intake.row(i, b"p" * 200, f"m{i}", key=f"k{i % 3}") for i in range(1000)])
+    statements = len(list(intake.insert_statements(conn, sent)))
+    assert statements > 1
+    before = _inserts(conn)
+    intake._insert(conn, sent)
+    assert _inserts(conn) - before == statements
+    assert intake_rows(conn) == 1000
+    call(conn, "queue_publish_intake", TOPIC)
+    for key in ("k0", "k1", "k2"):
+        ids = [r["id"] for r in log(conn) if r["k"] == key]
+        assert ids == [f"m{i}" for i in range(1000) if f"k{i % 3}" == key]
+
+
+def test_a_failed_insert_among_several_leaves_the_intake_empty_and_the_session_usable(conn):
+    call(conn, "queue_intake_open")
+    sent = intake.ranked([intake.row(i, b"p" * 200, f"m{i}", key="k") for i in range(1000)])
+    # the last INSERT repeats an idx: it fails once the earlier ones are in
+    sent[-1] = (0, *sent[-1][1:])
+    with pytest.raises(mysqlq.DatabaseError, match="Duplicate"):
+        intake._insert(conn, sent)
+    assert intake_rows(conn) == 0
+    assert call(conn, "queue_publish_intake", TOPIC) == []
+    assert scalar(conn, "SELECT COUNT(*) FROM queue_messages") == 0

@@ -50,7 +50,18 @@ def test_the_publish_floor_script_measures_every_path_and_profiles_a_batch(serve
     for label, _path in floor.SINGLES:
         assert out.count(f"  {label} ") == 2  # a line in each clients' table
     assert "client.publish_batch " in out
+    for label, _send in floor.INTAKE_SENDS:
+        assert out.count(f"  {label} ") == 1
     # the profile sees the log's INSERT ... SELECT, inside the procedure on MySQL
     profile = out.split("statement by statement")[1]
     assert "INSERT INTO queue__intake" in profile
     assert "INSERT INTO queue_messages" in profile
+
+
+def test_the_publish_floor_script_can_run_the_batch_paths_alone(server, capsys) -> None:
+    floor = _script("bench_publish_floor")
+    argv = ["--dsn", server.dsn, "--rounds", "1", "--batches", "1", "--batch-only"]
+    assert floor.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "single message" not in out
+    assert "rows as before: every column, one INSERT" in out

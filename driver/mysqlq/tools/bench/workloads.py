@@ -26,7 +26,7 @@ from typing import Any
 import MySQLdb
 
 import mysqlq
-from mysqlq import _sql, connection, intake
+from mysqlq import _sql, connection
 from mysqlq.connection import execute_rows
 from mysqlq.tools.bench import effects
 from mysqlq.tools.bench.processes import CONTEXT, WorkloadError, run_clients, share
@@ -79,12 +79,16 @@ RAW_INSERT = (
 )
 
 
+# the raw baseline's INSERT of a batch: one statement (4 MiB, under max_allowed_packet)
+RAW_STATEMENT_BYTES = 4 << 20
+
+
 def one_statement_cursor(conn: Any) -> Any:
-    """A cursor whose ``executemany`` sends up to :data:`intake.STATEMENT_BYTES` per INSERT, as
-    mysqlq's intake does: by default mysqlclient splits at 64 kB (under 400 rows of the bench's),
-    and each part would be an INSERT and a commit of its own."""
+    """A cursor whose ``executemany`` sends a batch as one INSERT, up to
+    :data:`RAW_STATEMENT_BYTES`, and so one commit: by default mysqlclient splits at 64 kB (under
+    400 rows of the bench's), and under autocommit each part would be a commit of its own."""
     cur = conn.cursor()
-    cur.max_stmt_length = intake.STATEMENT_BYTES
+    cur.max_stmt_length = RAW_STATEMENT_BYTES
     return cur
 
 
