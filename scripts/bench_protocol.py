@@ -67,7 +67,7 @@ def consume_cost(conn, topic, keys, group, messages, batch_size=10):
     call(conn, "queue_subscribe", group, topic, "bench", None, None, 600_000, None)
     call(conn, "queue_acquire_leases", group, topic, "bench", 600_000, None)
     before = counters.status(conn)
-    q0 = counters.session_questions(conn)
+    q0 = counters.session_counter(conn, "Questions")
     delivered = 0
     calls = 0
     t0 = time.perf_counter()
@@ -86,7 +86,7 @@ def consume_cost(conn, topic, keys, group, messages, batch_size=10):
         calls += 1
         delivered += len(got)
     elapsed = time.perf_counter() - t0
-    q1 = counters.session_questions(conn)
+    q1 = counters.session_counter(conn, "Questions")
     after = counters.status(conn)
     rows = counters.rows_written(after) - counters.rows_written(before)
     return {

@@ -64,6 +64,7 @@ from MySQLdb.constants import CLIENT
 
 import mysqlq
 from mysqlq import connection, intake
+from mysqlq.codec import CONTENT_OCTETS as OCTETS
 from mysqlq.connection import with_database
 from mysqlq.tools import harness, localserver
 from mysqlq.tools.bench import server as counters
@@ -149,7 +150,6 @@ NO_SEQUENCE = (
     + ") VALUES (%s, @bench_offset, %s, %s, %s, %s, 0, 0, %s)"
 )
 RAW = f"INSERT INTO bench_raw_log ({RAW_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-OCTETS = "application/octet-stream"
 
 
 # single message: one function, run by each client process (forked) -----------------------

@@ -12,6 +12,7 @@ from helpers.support import call, rows, scalar
 
 import mysqlq
 from mysqlq import intake
+from mysqlq.tools.bench import server as counters
 
 TOPIC = "intake"
 
@@ -302,12 +303,6 @@ def test_the_driver_results_match_the_log_for_a_mixed_batch(dsn, conn, repeats):
     assert [r.duplicate for r in out] == [False] * 20 + [True] * len(repeats)
 
 
-def _inserts(conn) -> int:
-    cur = conn.cursor()
-    cur.execute("SHOW SESSION STATUS LIKE 'Com_insert'")
-    return int(cur.fetchone()[1])
-
-
 def test_the_driver_names_only_the_columns_its_rows_set(dsn, conn):
     """A column no row of the chunk sets is left out of the INSERT and takes the intake's
     DEFAULT: the log holds the same as when every value is sent."""
@@ -359,9 +354,9 @@ def test_a_chunk_goes_as_several_inserts_each_sent_before_the_next_is_built(conn
     sent = intake.ranked([intake.row(i, b"p" * 200, f"m{i}", key=f"k{i % 3}") for i in range(1000)])
     statements = len(list(intake.insert_statements(conn, sent)))
     assert statements > 1
-    before = _inserts(conn)
+    before = counters.session_counter(conn, "Com_insert")
     intake._insert(conn, sent)
-    assert _inserts(conn) - before == statements
+    assert counters.session_counter(conn, "Com_insert") - before == statements
     assert intake_rows(conn) == 1000
     call(conn, "queue_publish_intake", TOPIC)
     for key in ("k0", "k1", "k2"):

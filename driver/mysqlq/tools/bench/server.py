@@ -61,10 +61,11 @@ def rows_written(values: dict[str, int]) -> int:
     return sum(values.get(n, 0) for n in names)
 
 
-def session_questions(conn: Any) -> int:
-    """Statements this session has sent (its own round trips)."""
+def session_counter(conn: Any, name: str) -> int:
+    """One of this session's own counters (``SHOW SESSION STATUS``): ``Questions``, the
+    statements it has sent (its round trips); ``Com_insert``, its INSERTs."""
     cur = conn.cursor()
-    cur.execute("SHOW SESSION STATUS LIKE 'Questions'")
+    cur.execute("SHOW SESSION STATUS LIKE %s", (name,))
     value = int(cur.fetchone()[1])
     cur.close()
     return value
