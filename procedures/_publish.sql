@@ -1,8 +1,8 @@
 {% import '_macros.sql' as m %}
-{#- The body of queue_publish and queue_publish_message: one message, on the hot path when its
-    partition exists. extended: the routine takes p_kind, p_content_type and p_priority (without,
-    they are NULL, NULL and 0). -#}
-{% macro publish_body(extended) -%}
+{#- The body of queue_publish, queue_publish_message and queue_publish_hinted: one message, on the
+    hot path when its partition exists. extended: the routine takes p_kind, p_content_type and
+    p_priority (without, they are NULL, NULL and 0). hinted: it also takes p_partition_hint. -#}
+{% macro publish_body(extended, hinted=False) -%}
 {%- set kind = 'p_kind' if extended else 'NULL' -%}
 {%- set content_type = 'p_content_type' if extended else 'NULL' -%}
 {%- set priority = 'COALESCE(p_priority, 0)' if extended else '0' -%}
@@ -16,6 +16,9 @@ BEGIN  -- noqa: LT02
     DECLARE v_key {{ m.name_local() }};
     DECLARE v_slot INT DEFAULT {{ m.SLOT_KEYED }};
     DECLARE v_own_transaction INT DEFAULT 0;
+    {% if hinted %}
+    DECLARE v_hint_taken TINYINT DEFAULT 0;
+    {% endif %}
     DECLARE v_caller_id BIGINT UNSIGNED DEFAULT LAST_INSERT_ID();
     {{ m.publish_transaction_handler() }};
 
@@ -60,11 +63,26 @@ BEGIN  -- noqa: LT02
         WHERE t.topic = p_topic;
         SET v_slot = {{ m.unkeyed_slot('v_id', priority) }};
     END IF;
+    {% if hinted %}
+    -- the hint (the partition_id an earlier publish of this topic and key returned) saves the
+    -- lookup in our own transaction: one UPDATE by primary key tests that it names this partition
+    -- and moves the sequence row. A hint that names no partition or another one changes nothing
+    -- (in the caller's transaction it is not used: a wrong one would lock a row or gap there)
+    IF v_own_transaction = 1 AND p_partition_hint IS NOT NULL AND v_slot IS NOT NULL THEN
+        UPDATE queue_partitions SET last_offset = LAST_INSERT_ID(last_offset + 1)
+        WHERE
+            partition_id = p_partition_hint AND topic = p_topic AND partition_key = v_key
+            AND slot = v_slot;
+        IF ROW_COUNT() = 1 THEN
+            SET v_pid = p_partition_hint, v_offset = LAST_INSERT_ID(), v_hint_taken = 1;
+        END IF;
+    END IF;
+    {% endif %}
     IF v_own_transaction = 0 AND v_slot IS NOT NULL THEN
         SELECT MAX(p.partition_id) INTO v_pid FROM queue_partitions AS p
         WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
     END IF;
-    IF v_slot IS NOT NULL AND (v_own_transaction = 1 OR v_pid IS NOT NULL) THEN
+    IF {% if hinted %}v_hint_taken = 0 AND {% endif %}v_slot IS NOT NULL AND (v_own_transaction = 1 OR v_pid IS NOT NULL) THEN
         -- (aggregates: a missing row gives NULLs, not a "no data" warning)
         SELECT
             MAX(p.partition_id),
@@ -88,10 +106,22 @@ BEGIN  -- noqa: LT02
 
             );
         END;
+        {% if hinted %}
+        IF v_hint_taken = 1 AND v_duplicate = 1 THEN
+            -- the hint moved the sequence before the INSERT: put it back (we hold its lock)
+            UPDATE queue_partitions SET last_offset = last_offset - 1
+            WHERE partition_id = v_pid;
+        ELSEIF v_hint_taken = 0 AND v_duplicate = 0 THEN
+            UPDATE queue_partitions SET last_offset = v_offset
+            WHERE partition_id = v_pid;
+        END IF;
+        IF v_duplicate = 1 THEN
+        {% else %}
         IF v_duplicate = 0 THEN
             UPDATE queue_partitions SET last_offset = v_offset
             WHERE partition_id = v_pid;
         ELSE
+        {% endif %}
             -- G1: the first copy's offset (the sequence is untouched; we hold its row lock)
             SELECT MAX(msg.msg_offset) INTO v_offset
             FROM queue_messages AS msg

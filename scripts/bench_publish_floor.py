@@ -23,7 +23,8 @@ each client over its own 64 keys, whose partitions exist beforehand:
   * ``floor CALL, no sequence row, one statement``: the same as one ``INSERT ... SELECT`` (the
     partition's end read by a subquery) and the result: the fewest statements any design has;
   * ``queue_publish_message (cursor)``: the procedure from a plain cursor;
-  * ``client.publish``: the driver's whole call.
+  * ``queue_publish_hinted (cursor)``: the same with the partition's id as its hint;
+  * ``client.publish``: the driver's whole call (queue_publish_hinted, without a cursor).
 
 batch of 1,000 (64 keys):
   * ``raw INSERT``: one multi-row INSERT (one statement);
@@ -186,13 +187,17 @@ def single(phase: str, index: int, dsn: str, path: str, n: int, base: int, state
             while cur.nextset():
                 pass
         else:
+            args: tuple = ("t", key, mid, PAYLOAD, OCTETS)
             if path == "queue_publish_message":
                 sql = "CALL queue_publish_message(%s,%s,%s,%s,NULL,0,NULL,%s,0)"
+            elif path == "queue_publish_hinted":
+                sql = "CALL queue_publish_hinted(%s,%s,%s,%s,NULL,0,NULL,%s,0,%s)"
+                args += (pids[key],)
             else:
                 sql = f"CALL {path}(%s,%s,%s,%s,%s)"
             for _attempt in range(100):
                 try:
-                    cur.execute(sql, ("t", key, mid, PAYLOAD, OCTETS))
+                    cur.execute(sql, args)
                     break
                 except MySQLdb.OperationalError as exc:
                     # MySQL's INSERT ... SELECT locks what it reads (REPEATABLE READ): the
@@ -215,6 +220,7 @@ SINGLES = [
     ("floor CALL, no sequence row", "bench_floor_no_sequence"),
     ("floor CALL, no sequence row, one statement", "bench_floor_one_statement"),
     ("queue_publish_message (cursor)", "queue_publish_message"),
+    ("queue_publish_hinted (cursor)", "queue_publish_hinted"),
     ("client.publish", "client.publish"),
 ]
 

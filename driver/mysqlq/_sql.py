@@ -10,7 +10,7 @@ are passed to mysqlclient as %s placeholders (the intake's rows are escaped by t
 from __future__ import annotations
 
 # protocol version the driver speaks; the database's queue_version must match
-PROTOCOL_VERSION = "1.7"
+PROTOCOL_VERSION = "1.8"
 
 # a procedure, not a function: creating a stored function needs SUPER where binary logging is on
 # (MySQL's default and every managed MySQL's); protocol 1.1 and older had a function
@@ -22,6 +22,9 @@ PUBLISH = "CALL queue_publish(%s, %s, %s, %s, %s, %s)"
 # queue_publish with kind, content type and priority (the driver's publish: it always sends a
 # content type)
 PUBLISH_MESSAGE = "CALL queue_publish_message(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+# queue_publish_message with the partition_id an earlier publish of the topic and key returned: the
+# client's autocommit publish (in the procedure's own transaction the hint saves a lookup)
+PUBLISH_HINTED = "CALL queue_publish_hinted(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 PUBLISH_BATCH = "CALL queue_publish_batch(%s, %s)"
 # the fast batch path (publish_batch, the Spark writer): the session's TEMPORARY intake table,
 # opened once per connection; its rows, sent as multi-row INSERTs; one CALL publishes them all

@@ -31,6 +31,10 @@ from mysqlq.transient import check_window, transient
 __all__ = ["Client", "GcResult", "PublishResult", "Transaction", "connect"]
 
 
+# the partitions a client remembers for its publishes' hints (all are forgotten when full)
+PARTITION_HINTS = 10_000
+
+
 class PublishResult(NamedTuple):
     """Where a published message is: its offset in its partition (the first one's when the id
     was published before, G1), its partition and its id (the generated one if none was given)."""
@@ -197,6 +201,8 @@ class Client(_Publisher):
         self.strict_topics = strict_topics
         self.retry_window = check_window(retry_window)
         self._lock = threading.RLock()
+        # (topic, key) -> the partition_id its last publish returned: the hint of the next one
+        self._partitions: dict[tuple[str, str], int] = {}
         self._conn = self._open()
         if check_version:
             version.check_version(self._conn, _sql.PROTOCOL_VERSION)
@@ -272,8 +278,14 @@ class Client(_Publisher):
         )
         if conn is not None:
             return Transaction(conn).publish(topic, payload, **fields)
-        (row,) = self._call_safely(_sql.PUBLISH_MESSAGE, publish_args(topic, payload, **fields))
-        return PublishResult.from_row(row)
+        hint = self._partitions.get((topic, key)) if key is not None else None
+        args = (*publish_args(topic, payload, **fields), hint)
+        result = PublishResult.from_row(self._call_safely(_sql.PUBLISH_HINTED, args)[0])
+        if key is not None and result.partition_id != hint:
+            if len(self._partitions) >= PARTITION_HINTS:
+                self._partitions.clear()
+            self._partitions[topic, key] = result.partition_id
+        return result
 
     def publish_batch(
         self,

@@ -262,16 +262,18 @@ def execute_rows(
     not carry them (a batch sent into the intake before its CALL)."""
     try:
         with translating():
-            cur = conn.cursor() if tuples else conn.cursor(MySQLdb.cursors.DictCursor)
-            try:
-                cur.execute(sql, args)
-                found = cur.fetchall() or ()
-                rows = list(found) if tuples else [dict(row) for row in found]
-                while cur.nextset():
-                    pass
-                return rows
-            finally:
-                cur.close()
+            # the connection's own calls, not a cursor's: the cursor's bookkeeping (description,
+            # row counts, a Python call per argument and per result) cost a single publish about
+            # a fifth of its client time. Arguments are escaped as a cursor escapes them
+            query = sql.encode(conn.encoding) if isinstance(sql, str) else sql
+            if args is not None:
+                query = query % tuple(map(conn.literal, args))
+            conn.query(query)
+            result = conn.store_result()
+            rows = list(result.fetch_row(0, 0 if tuples else 1)) if result is not None else []
+            while conn.next_result() == 0:
+                conn.store_result()
+            return rows
     except TransactionTooLarge as exc:
         # 3100 is any failure of Group Replication's commit hook. A member leaving the group
         # gives it too (still calling itself the ONLINE primary for a few seconds), until it

@@ -180,3 +180,29 @@ def test_a_host_list_connects_to_the_writable_server(tmp_path):
     finally:
         for s in servers:
             s.stop()
+
+
+def test_execute_rows_reads_every_result_and_escapes_as_a_cursor(conn) -> None:
+    """execute_rows sends through the connection, not a cursor: arguments escaped the same way,
+    the first result set as dicts or tuples, the CALL's final status read, errors as mysqlq's."""
+    cur = conn.cursor()
+    cur.execute(
+        "CREATE PROCEDURE two_results(IN p_fail INT) BEGIN "
+        "SELECT 1 AS a, 'x' AS b UNION ALL SELECT 2, 'y'; SELECT 3 AS c; "
+        "IF p_fail = 1 THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ999 late failure'; "
+        "END IF; END"
+    )
+    rows = connection.execute_rows
+    assert rows(conn, "CALL two_results(%s)", (0,)) == [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}]
+    assert rows(conn, "CALL two_results(%s)", (0,), tuples=True) == [(1, "x"), (2, "y")]
+    # an error after the first result set still reaches the caller, and the session goes on
+    with pytest.raises(mysqlq.Error, match="late failure"):
+        rows(conn, "CALL two_results(%s)", (1,))
+    assert rows(conn, "SELECT 5 AS five") == [{"five": 5}]
+    # no result set at all; and a '%' in a statement without arguments is not a placeholder
+    assert rows(conn, "DO 1") == []
+    assert rows(conn, "SELECT '100%' AS p") == [{"p": "100%"}]
+    odd = ("quote ' and \\ and %s", b"\x00\xff'\"", None, 7, "ünïcødé 💡")
+    sql = "SELECT %s AS s, CAST(%s AS BINARY) AS b, %s AS n, %s AS i, %s AS u"
+    (row,) = rows(conn, sql, odd, tuples=True)
+    assert row[0] == odd[0] and bytes(row[1]) == odd[1] and row[2:] == odd[2:]

@@ -276,6 +276,7 @@ def test_grants_read_from_show_grants_lines() -> None:
     assert doctor.missing_grants(doctor.Grants.parse(lines, "appxmain"), "publisher") == [
         "EXECUTE on queue_publish",
         "EXECUTE on queue_publish_message",
+        "EXECUTE on queue_publish_hinted",
         "EXECUTE on queue_publish_batch",
         "EXECUTE on queue_intake_open",
         "EXECUTE on queue_publish_intake",

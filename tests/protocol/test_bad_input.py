@@ -172,6 +172,17 @@ PARAM_KINDS: dict[str, dict[str, list]] = {
         "p_content_type": NAME_OPTIONAL,
         "p_priority": [("negative", -1, ()), ("ten", 10, ()), ("huge", 2**62, ())],
     },
+    "queue_publish_hinted": {
+        "p_topic": IDENTIFIER_FULL,
+        "p_partition_key": NAME_OPTIONAL,
+        "p_id": NAME_OPTIONAL,
+        "p_payload": [("null", None, ())],
+        "p_metadata": METADATA_VALUES,
+        "p_delay_ms": ms_values(0, allow_null=True),
+        "p_kind": NAME_OPTIONAL,
+        "p_content_type": NAME_OPTIONAL,
+        "p_priority": [("negative", -1, ()), ("ten", 10, ()), ("huge", 2**62, ())],
+    },
     "queue_publish_batch": {"p_topic": IDENTIFIER_REQUIRED, "p_messages": MESSAGES_VALUES},
     "queue_intake_open": {},
     "queue_publish_intake": {"p_topic": IDENTIFIER_REQUIRED},
@@ -344,6 +355,8 @@ UNCHECKED = {
     ("queue_dead_letter", "p_error"),
     ("queue_nack_tx", "p_error"),
     ("queue_dead_letter_tx", "p_error"),
+    # a hint that names no partition, or another one, is not used
+    ("queue_publish_hinted", "p_partition_hint"),
 }
 
 

@@ -168,6 +168,7 @@ def test_cli_prints_the_statements() -> None:
     assert lines == [
         "GRANT EXECUTE ON PROCEDURE `app`.`queue_publish` TO 'api'@'10.0.%';",
         "GRANT EXECUTE ON PROCEDURE `app`.`queue_publish_message` TO 'api'@'10.0.%';",
+        "GRANT EXECUTE ON PROCEDURE `app`.`queue_publish_hinted` TO 'api'@'10.0.%';",
         "GRANT EXECUTE ON PROCEDURE `app`.`queue_publish_batch` TO 'api'@'10.0.%';",
         "GRANT EXECUTE ON PROCEDURE `app`.`queue_intake_open` TO 'api'@'10.0.%';",
         "GRANT EXECUTE ON PROCEDURE `app`.`queue_publish_intake` TO 'api'@'10.0.%';",

@@ -45,6 +45,7 @@ __all__ = [
 PUBLISHER_PROCEDURES = (
     "queue_publish",
     "queue_publish_message",
+    "queue_publish_hinted",
     "queue_publish_batch",
     "queue_intake_open",
     "queue_publish_intake",
