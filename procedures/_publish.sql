@@ -1,7 +1,26 @@
 {% import '_macros.sql' as m %}
-{#- The body of queue_publish, queue_publish_message and queue_publish_hinted: one message, on the
-    hot path when its partition exists. extended: the routine takes p_kind, p_content_type and
-    p_priority (without, they are NULL, NULL and 0). hinted: it also takes p_partition_hint. -#}
+{#- The parameters and the body of queue_publish, queue_publish_message and queue_publish_hinted.
+    extended: the routine takes p_kind, p_content_type and p_priority (without, they are NULL,
+    NULL and 0). hinted: it also takes p_partition_hint. -#}
+{#- The parameters, between the parentheses (the call's line gives the first its indent). -#}
+{% macro publish_params(extended, hinted=False) -%}
+IN p_topic {{ m.name_param() }},
+    IN p_partition_key {{ m.name_param() }},
+    IN p_id {{ m.name_param() }},
+    IN p_payload LONGBLOB,
+    IN p_metadata {{ m.text('LONGTEXT') }},
+    IN p_delay_ms BIGINT
+    {%- if extended %},
+    IN p_kind {{ m.name_param() }},
+    IN p_content_type {{ m.name_param() }},
+    IN p_priority BIGINT
+    {%- endif %}
+    {%- if hinted %},
+    IN p_partition_hint BIGINT
+    {%- endif %}
+{%- endmacro %}
+
+{#- The body: one message, on the hot path when its partition exists. -#}
 {% macro publish_body(extended, hinted=False) -%}
 {%- set kind = 'p_kind' if extended else 'NULL' -%}
 {%- set content_type = 'p_content_type' if extended else 'NULL' -%}

@@ -23,6 +23,19 @@ ARCHIVED = "audit_log"
 HOUR_MS = 3_600_000
 DELIVERIES = "[[1, 1, 1]]"
 
+# queue_publish_message's valid arguments (queue_publish_hinted's with a hint)
+PUBLISH_MESSAGE = {
+    "p_topic": TOPIC,
+    "p_partition_key": "k1",
+    "p_id": "m-new",
+    "p_payload": b"x",
+    "p_metadata": '{"a": 1}',
+    "p_delay_ms": 0,
+    "p_kind": "order.created",
+    "p_content_type": "application/json",
+    "p_priority": 5,
+}
+
 # Public procedures, their parameters in order, and valid values for each. A case replaces one.
 SIGNATURES: dict[str, dict[str, Any]] = {
     "queue_publish": {
@@ -33,30 +46,9 @@ SIGNATURES: dict[str, dict[str, Any]] = {
         "p_metadata": '{"a": 1}',
         "p_delay_ms": 0,
     },
-    "queue_publish_message": {
-        "p_topic": TOPIC,
-        "p_partition_key": "k1",
-        "p_id": "m-new",
-        "p_payload": b"x",
-        "p_metadata": '{"a": 1}',
-        "p_delay_ms": 0,
-        "p_kind": "order.created",
-        "p_content_type": "application/json",
-        "p_priority": 5,
-    },
-    "queue_publish_hinted": {
-        "p_topic": TOPIC,
-        "p_partition_key": "k1",
-        "p_id": "m-new-hinted",
-        "p_payload": b"x",
-        "p_metadata": '{"a": 1}',
-        "p_delay_ms": 0,
-        "p_kind": "order.created",
-        "p_content_type": "application/json",
-        "p_priority": 5,
-        # any partition_id: one that names another partition, or none, is not used
-        "p_partition_hint": 1,
-    },
+    "queue_publish_message": PUBLISH_MESSAGE,
+    # any partition_id: one that names another partition, or none, is not used
+    "queue_publish_hinted": {**PUBLISH_MESSAGE, "p_id": "m-new-hinted", "p_partition_hint": 1},
     "queue_publish_batch": {"p_topic": TOPIC, "p_messages": '[{"payload": "x"}]'},
     "queue_intake_open": {},
     "queue_publish_intake": {"p_topic": TOPIC},

@@ -151,6 +151,19 @@ MESSAGES_VALUES = [
     ("too_many", json.dumps([{"payload": "x"}] * 100_001), ()),
 ]
 
+# queue_publish_message's bad values, and queue_publish_hinted's
+PUBLISH_MESSAGE_KINDS = {
+    "p_topic": IDENTIFIER_FULL,
+    "p_partition_key": NAME_OPTIONAL,
+    "p_id": NAME_OPTIONAL,
+    "p_payload": [("null", None, ())],
+    "p_metadata": METADATA_VALUES,
+    "p_delay_ms": ms_values(0, allow_null=True),
+    "p_kind": NAME_OPTIONAL,
+    "p_content_type": NAME_OPTIONAL,
+    "p_priority": [("negative", -1, ()), ("ten", 10, ()), ("huge", 2**62, ())],
+}
+
 # which kind of bad values each parameter gets
 PARAM_KINDS: dict[str, dict[str, list]] = {
     "queue_publish": {
@@ -161,28 +174,9 @@ PARAM_KINDS: dict[str, dict[str, list]] = {
         "p_metadata": METADATA_VALUES,
         "p_delay_ms": ms_values(0, allow_null=True),
     },
-    "queue_publish_message": {
-        "p_topic": IDENTIFIER_FULL,
-        "p_partition_key": NAME_OPTIONAL,
-        "p_id": NAME_OPTIONAL,
-        "p_payload": [("null", None, ())],
-        "p_metadata": METADATA_VALUES,
-        "p_delay_ms": ms_values(0, allow_null=True),
-        "p_kind": NAME_OPTIONAL,
-        "p_content_type": NAME_OPTIONAL,
-        "p_priority": [("negative", -1, ()), ("ten", 10, ()), ("huge", 2**62, ())],
-    },
-    "queue_publish_hinted": {
-        "p_topic": IDENTIFIER_FULL,
-        "p_partition_key": NAME_OPTIONAL,
-        "p_id": NAME_OPTIONAL,
-        "p_payload": [("null", None, ())],
-        "p_metadata": METADATA_VALUES,
-        "p_delay_ms": ms_values(0, allow_null=True),
-        "p_kind": NAME_OPTIONAL,
-        "p_content_type": NAME_OPTIONAL,
-        "p_priority": [("negative", -1, ()), ("ten", 10, ()), ("huge", 2**62, ())],
-    },
+    "queue_publish_message": PUBLISH_MESSAGE_KINDS,
+    # (p_partition_hint: any value is valid, see UNCHECKED)
+    "queue_publish_hinted": PUBLISH_MESSAGE_KINDS,
     "queue_publish_batch": {"p_topic": IDENTIFIER_REQUIRED, "p_messages": MESSAGES_VALUES},
     "queue_intake_open": {},
     "queue_publish_intake": {"p_topic": IDENTIFIER_REQUIRED},
