@@ -25,7 +25,7 @@ import MySQLdb.cursors
 from mysqlq import _sql, codec, intake, version
 from mysqlq.connection import connect as open_connection
 from mysqlq.connection import execute_rows, resolve_dsn
-from mysqlq.errors import ConnectionLost, InvalidArgument, translating
+from mysqlq.errors import ConnectionLost, InvalidArgument, PermissionDenied, translating
 from mysqlq.transient import check_window, transient
 
 __all__ = ["Client", "GcResult", "PublishResult", "Transaction", "connect"]
@@ -203,6 +203,7 @@ class Client(_Publisher):
         self._lock = threading.RLock()
         # (topic, key) -> the partition_id its last publish returned: the hint of the next one
         self._partitions: dict[tuple[str, str], int] = {}
+        self._hinted = True  # False: this account may not run queue_publish_hinted
         self._conn = self._open()
         if check_version:
             version.check_version(self._conn, _sql.PROTOCOL_VERSION)
@@ -278,9 +279,18 @@ class Client(_Publisher):
         )
         if conn is not None:
             return Transaction(conn).publish(topic, payload, **fields)
+        args = publish_args(topic, payload, **fields)
         hint = self._partitions.get((topic, key)) if key is not None else None
-        args = (*publish_args(topic, payload, **fields), hint)
-        result = PublishResult.from_row(self._call_safely(_sql.PUBLISH_HINTED, args)[0])
+        row = None
+        if self._hinted:
+            try:
+                (row,) = self._call_safely(_sql.PUBLISH_HINTED, (*args, hint))
+            except PermissionDenied:
+                # an account granted before protocol 1.8 (see ``mysqlq grants``): nothing ran
+                self._hinted = False
+        if row is None:
+            (row,) = self._call_safely(_sql.PUBLISH_MESSAGE, args)
+        result = PublishResult.from_row(row)
         if key is not None and result.partition_id != hint:
             if len(self._partitions) >= PARTITION_HINTS:
                 self._partitions.clear()

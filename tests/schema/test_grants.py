@@ -256,6 +256,31 @@ def test_publisher_granted_before_protocol_1_6_publishes_batches_as_json(
             assert tx.connection._mysqlq_intake == "open"
 
 
+def test_publisher_granted_before_protocol_1_8_publishes_without_hints(
+    accounts: Accounts,
+) -> None:
+    """A publisher account granted before queue_publish_hinted existed still publishes one
+    message at a time: the client goes on with queue_publish_message, the same results."""
+    user = mq_connection.parse_dsn(accounts.publisher).username
+    revoke = [
+        f"REVOKE EXECUTE ON PROCEDURE `{accounts.database}`.`queue_publish_hinted` "
+        f"FROM '{user}'@'%'"
+    ]
+    _run(accounts.root, revoke)
+    try:
+        with mysqlq.connect(accounts.publisher) as client:
+            assert client.publish("legacy", b"x", key="k", id="h-1").offset == 1
+            assert client._hinted is False
+            assert client.publish("legacy", b"x", key="k", id="h-1").duplicate
+            assert client.publish("legacy", b"y", key="k", id="h-2").offset == 2
+    finally:
+        _run(accounts.root, [revoke[0].replace("REVOKE", "GRANT").replace(" FROM ", " TO ")])
+    with mysqlq.connect(accounts.publisher) as client:
+        assert client.publish("legacy", b"z", key="k", id="h-3").offset == 3
+        assert client.publish("legacy", b"z", key="k", id="h-4").offset == 4
+        assert client._hinted is True and (("legacy", "k") in client._partitions)
+
+
 # --------------------------------------------------------------------------- consumer
 
 
