@@ -29,7 +29,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import MySQLdb
-import MySQLdb.cursors
 from MySQLdb.constants import CLIENT
 
 from mysqlq import primary
@@ -262,18 +261,8 @@ def execute_rows(
     not carry them (a batch sent into the intake before its CALL)."""
     try:
         with translating():
-            # the connection's own calls, not a cursor's: the cursor's bookkeeping (description,
-            # row counts, a Python call per argument and per result) cost a single publish about
-            # a fifth of its client time. Arguments are escaped as a cursor escapes them
-            query = sql.encode(conn.encoding) if isinstance(sql, str) else sql
-            if args is not None:
-                query = query % tuple(map(conn.literal, args))
-            conn.query(query)
-            result = conn.store_result()
-            rows = list(result.fetch_row(0, 0 if tuples else 1)) if result is not None else []
-            while conn.next_result() == 0:
-                conn.store_result()
-            return rows
+            _send(conn, sql, args)
+            return _answers(conn, 0 if tuples else 1)[0] or []
     except TransactionTooLarge as exc:
         # 3100 is any failure of Group Replication's commit hook. A member leaving the group
         # gives it too (still calling itself the ONLINE primary for a few seconds), until it
@@ -306,19 +295,32 @@ def call_all(
     if not _IDENTIFIER.match(proc):
         raise ValueError(f"not a procedure name: {proc!r}")
     placeholders = ", ".join(["%s"] * len(args))
-    results: list[list[dict[str, Any]]] = []
     with translating():
-        cur = conn.cursor(MySQLdb.cursors.DictCursor)
-        try:
-            cur.execute(f"CALL {proc}({placeholders})", _params(args))
-            while True:
-                if cur.description is not None:
-                    results.append([dict(row) for row in cur.fetchall()])
-                if not cur.nextset():
-                    break
-        finally:
-            cur.close()
+        _send(conn, f"CALL {proc}({placeholders})", _params(args))
+        results = [rows for rows in _answers(conn, 1) if rows is not None]
     return results or [[]]
+
+
+def _send(conn: MySQLdb.connections.Connection, sql: str | bytes, args: Any) -> None:
+    """Send one statement, its arguments escaped as a cursor escapes them. The connection's own
+    calls, not a cursor's: the cursor's bookkeeping (description, row counts, a Python call per
+    argument and per result) cost a single publish about a fifth of its client time."""
+    query = sql.encode(conn.encoding) if isinstance(sql, str) else sql
+    if args is not None:
+        query = query % tuple(map(conn.literal, args))
+    conn.query(query)
+
+
+def _answers(conn: MySQLdb.connections.Connection, how: int) -> list[list[Any] | None]:
+    """Every answer to the statement just sent, in order: a result set's rows (``how`` 0: tuples,
+    1: dicts), or None for an answer without one (a CALL's final status). Reading them all leaves
+    the connection ready for the next statement; an error among them is raised."""
+    answers: list[list[Any] | None] = []
+    while True:
+        result = conn.store_result()
+        answers.append(None if result is None else list(result.fetch_row(0, how)))
+        if conn.next_result() != 0:
+            return answers
 
 
 def _params(args: Sequence[Any]) -> tuple[Any, ...] | None:
