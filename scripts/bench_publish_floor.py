@@ -24,7 +24,14 @@ each client over its own 64 keys, whose partitions exist beforehand:
     partition's end read by a subquery) and the result: the fewest statements any design has;
   * ``queue_publish_message (cursor)``: the procedure from a plain cursor;
   * ``queue_publish_hinted (cursor)``: the same with the partition's id as its hint;
-  * ``client.publish``: the driver's whole call (queue_publish_hinted, without a cursor).
+  * ``client.publish``: the driver's whole call (queue_publish_hinted, without a cursor);
+  * ``no sequence row, whole procedure``: ``queue_publish_hinted`` as it is (its checks, its
+    duplicate handling, its other paths), but for a hinted keyed publish under autocommit, which
+    takes the offset from the end of the partition's range of the log, never moving the sequence
+    row: one ``INSERT ... SELECT`` in READ COMMITTED, retried on a clash (``bench_nosq_insert_
+    select``), or a plain read of the end and an ``INSERT ... VALUES`` (``bench_nosq_read_
+    insert``): the design the floors without a sequence row stand for, with all a publish does
+    (its other paths still take offsets from the sequence row: no partition may see both).
 
 batch of 1,000 (64 keys):
   * ``raw INSERT``: one multi-row INSERT (one statement);
@@ -37,6 +44,9 @@ batch of 1,000 (64 keys):
   * the same with the rows sent as the driver sent them before (one INSERT, waited for): with
     every column, and with only the columns some row sets.
 
+With ``--no-binlog``, every client session runs with ``sql_log_bin = 0`` (MySQL writes a binary
+log by default, MariaDB's packages do not).
+
 With ``--profile``, then one ``client.publish_batch`` statement by statement, with the server's
 time for each (MySQL: its performance schema, which sees inside the procedure; MariaDB: the
 session's profiling).
@@ -45,7 +55,7 @@ Prints µs per message (per client), the ratio to the raw INSERT, and the server
 (the server's process time, when it runs on this machine).
 
 Usage: python scripts/bench_publish_floor.py [--dsn mysql://root@127.0.0.1:3306] [--rounds 7]
-       [--singles 400] [--clients 1,4] [--batches 10] [--profile] [--batch-only]
+       [--singles 400] [--clients 1,4] [--batches 10] [--profile] [--batch-only] [--no-binlog]
 Without --dsn: the server the tests use (MYSQLQ_TEST_SERVER=mysql: a throwaway MySQL).
 """
 
@@ -138,6 +148,102 @@ BEGIN
     SELECT LAST_INSERT_ID() AS `offset`, 0 AS duplicate, NULL AS partition_id, p_id AS id;
 END""",
 )
+# queue_publish_hinted with a hot path that never moves the sequence row (see the module's doc):
+# its autocommit, hinted, keyed publish takes the end of the partition's range of the log (or the
+# sequence row's offset, if the range is empty) and inserts after it; a clash on the offset is
+# retried, a clash on the id is a duplicate (G1)
+NO_SEQUENCE_INSERT_SELECT = """
+            SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+            BEGIN
+                DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+                DECLARE CONTINUE HANDLER FOR 1213 SET v_duplicate = 2;
+                INSERT INTO queue_messages ({columns})
+                SELECT
+                    p.partition_id,
+                    LAST_INSERT_ID(COALESCE((
+                        SELECT MAX(m.msg_offset) FROM queue_messages AS m
+                        WHERE m.partition_id = p.partition_id
+                    ), p.last_offset) + 1),
+                    {values}
+                FROM queue_partitions AS p
+                WHERE {partition};
+            END;
+            IF v_duplicate = 0 AND ROW_COUNT() = 1 THEN
+                SET v_offset = LAST_INSERT_ID();
+            END IF;"""
+NO_SEQUENCE_READ_INSERT = """
+            SELECT
+                GREATEST(MAX(p.last_offset), COALESCE((
+                    SELECT MAX(m.msg_offset) FROM queue_messages AS m
+                    WHERE m.partition_id = p_partition_hint
+                ), 0)) + 1
+            INTO v_offset
+            FROM queue_partitions AS p
+            WHERE {partition};
+            IF v_offset IS NOT NULL THEN
+                BEGIN
+                    DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+                    INSERT INTO queue_messages ({columns})
+                    VALUES (p_partition_hint, v_offset, {values});
+                END;
+            END IF;"""
+NO_SEQUENCE_PATH = """    IF @@autocommit = 1 AND p_partition_hint IS NOT NULL
+        AND p_partition_key IS NOT NULL THEN
+        SET v_own_transaction = 2;
+        hot: LOOP
+            SET v_duplicate = 0, v_offset = NULL;{step}
+            IF v_duplicate = 0 THEN
+                SET v_pid = IF(v_offset IS NULL, NULL, p_partition_hint);
+                LEAVE hot;
+            END IF;
+            IF v_duplicate = 1 THEN
+                SELECT MAX(msg.msg_offset) INTO v_offset FROM queue_messages AS msg
+                WHERE msg.partition_id = p_partition_hint AND msg.message_id = v_id;
+                IF v_offset IS NOT NULL THEN
+                    SET v_pid = p_partition_hint;
+                    LEAVE hot;
+                END IF;
+            END IF;
+        END LOOP;
+    END IF;
+    IF v_pid IS NOT NULL THEN
+        SET v_caller_id = LAST_INSERT_ID(v_caller_id);
+        SELECT v_offset AS `offset`, v_duplicate AS duplicate, v_pid AS partition_id, v_id AS id;
+    ELSE
+        SET v_own_transaction = 0, v_duplicate = 0;
+"""
+NO_SEQUENCE_ANCHOR = "    IF @@autocommit = 1 THEN\n"
+
+
+def no_sequence_procedure(objects: list[Any], name: str, step: str) -> str:
+    """``queue_publish_hinted`` (as the head revision installs it) named ``name``, with
+    NO_SEQUENCE_PATH in front of its own; the rest of it runs when that path does not apply."""
+    (hinted,) = [o.sql for o in objects if getattr(o, "name", None) == "queue_publish_hinted"]
+    head, anchor, tail = hinted.partition(NO_SEQUENCE_ANCHOR)
+    body, end = tail.rsplit("END", 1)
+    if not anchor or end.strip():
+        raise SystemExit("queue_publish_hinted changed shape: update NO_SEQUENCE_ANCHOR")
+    columns = (
+        "partition_id, msg_offset, topic, partition_key, message_id, payload, metadata, "
+        "published_at, deliver_at, kind, content_type, priority"
+    )
+    values = (
+        "p_topic, p_partition_key, v_id, p_payload, p_metadata, v_now, "
+        "v_now + COALESCE(p_delay_ms, 0), p_kind, p_content_type, COALESCE(p_priority, 0)"
+    )
+    partition = (
+        "p.partition_id = p_partition_hint AND p.topic = p_topic AND p.partition_key = v_key "
+        "AND p.slot = v_slot"
+    )
+    step = step.format(columns=columns, values=values, partition=partition)
+    head = head.replace("CREATE PROCEDURE queue_publish_hinted(", f"CREATE PROCEDURE {name}(", 1)
+    return head + NO_SEQUENCE_PATH.format(step=step) + anchor + body + "    END IF;\nEND"
+
+
+NO_SEQUENCE_PROCEDURES = {
+    "bench_nosq_insert_select": NO_SEQUENCE_INSERT_SELECT,
+    "bench_nosq_read_insert": NO_SEQUENCE_READ_INSERT,
+}
 PLAIN = (
     "BEGIN; UPDATE queue_partitions SET last_offset = LAST_INSERT_ID(last_offset + 1) "
     "WHERE partition_id = %s; INSERT INTO bench_plain_log ("
@@ -156,14 +262,22 @@ RAW = f"INSERT INTO bench_raw_log ({RAW_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%
 # single message: one function, run by each client process (forked) -----------------------
 
 
-def single(phase: str, index: int, dsn: str, path: str, n: int, base: int, state=None) -> Any:
+def single(
+    phase: str, index: int, dsn: str, path: str, n: int, base: int, binlog: bool, state=None
+) -> Any:
     """Client ``index`` publishes ``n`` messages by ``path``, each to one of its own KEYS keys
-    (partitions made beforehand); ``base``: where this round's raw offsets start."""
+    (partitions made beforehand); ``base``: where this round's raw offsets start; ``binlog``:
+    False to run the session with ``sql_log_bin = 0``."""
     keys = [f"c{index}-k{i}" for i in range(KEYS)]
     if phase == "connect":
         if path == "client.publish":
-            return mysqlq.connect(dsn)
+            client = mysqlq.connect(dsn)
+            if not binlog:
+                client._conn.query("SET SESSION sql_log_bin = 0")
+            return client
         conn = connection.connect(dsn, client_flag=CLIENT.MULTI_STATEMENTS)
+        if not binlog:
+            conn.query("SET SESSION sql_log_bin = 0")
         cur = conn.cursor()
         cur.execute("SELECT partition_key, partition_id FROM queue_partitions WHERE topic = 't'")
         return conn, dict(cur.fetchall())
@@ -190,8 +304,8 @@ def single(phase: str, index: int, dsn: str, path: str, n: int, base: int, state
             args: tuple = ("t", key, mid, PAYLOAD, OCTETS)
             if path == "queue_publish_message":
                 sql = "CALL queue_publish_message(%s,%s,%s,%s,NULL,0,NULL,%s,0)"
-            elif path == "queue_publish_hinted":
-                sql = "CALL queue_publish_hinted(%s,%s,%s,%s,NULL,0,NULL,%s,0,%s)"
+            elif path == "queue_publish_hinted" or path in NO_SEQUENCE_PROCEDURES:
+                sql = f"CALL {path}(%s,%s,%s,%s,NULL,0,NULL,%s,0,%s)"
                 args += (pids[key],)
             else:
                 sql = f"CALL {path}(%s,%s,%s,%s,%s)"
@@ -222,6 +336,8 @@ SINGLES = [
     ("queue_publish_message (cursor)", "queue_publish_message"),
     ("queue_publish_hinted (cursor)", "queue_publish_hinted"),
     ("client.publish", "client.publish"),
+    ("no sequence row, procedure: INSERT..SELECT", "bench_nosq_insert_select"),
+    ("no sequence row, procedure: read, INSERT", "bench_nosq_read_insert"),
 ]
 
 
@@ -380,12 +496,19 @@ def main(argv: list[str] | None = None) -> int:
         default=[1, 4],
         help="client processes of the single-message paths, as a list (default: 1,4)",
     )
-    parser.add_argument("--batches", type=int, default=10, help="batches of 1,000 per round")
+    parser.add_argument(
+        "--batches", type=int, default=10, help="batches of 1,000 per round (0: none)"
+    )
     parser.add_argument(
         "--profile", action="store_true", help="then the statements of one batch, timed"
     )
     parser.add_argument(
         "--batch-only", action="store_true", help="only the batch paths, not the single ones"
+    )
+    parser.add_argument(
+        "--no-binlog",
+        action="store_true",
+        help="client sessions with sql_log_bin = 0 (MySQL writes a binary log by default)",
     )
     args = parser.parse_args(argv)
     with contextlib.ExitStack() as cleanup:
@@ -416,6 +539,8 @@ def main(argv: list[str] | None = None) -> int:
             cur.execute(f"CREATE TABLE {table} LIKE queue_messages")
         for procedure in PROCEDURES:
             cur.execute(procedure)
+        for name, step in NO_SEQUENCE_PROCEDURES.items():
+            cur.execute(no_sequence_procedure(objects, name, step))
         bench = Bench(db.dsn, admin, counters.server_pid(admin))
         cleanup.callback(bench.client.close)
         for index in range(max(args.clients)):  # every client's partitions, made beforehand
@@ -437,12 +562,19 @@ def main(argv: list[str] | None = None) -> int:
                 for label, path in SINGLES:
                     base = (round_ * 10 + clients) * 10_000_000  # raw offsets: unused
                     run = functools.partial(
-                        run_clients, single, clients, db.dsn, path, args.singles, base
+                        run_clients,
+                        single,
+                        clients,
+                        db.dsn,
+                        path,
+                        args.singles,
+                        base,
+                        not args.no_binlog,
                     )
                     t, c = timed(admin, bench.pid, run, args.singles * clients)
                     out.setdefault((clients, label), ([], []))[0].append(t * clients)
                     out[(clients, label)][1].append(c)
-            for label, work in batches:
+            for label, work in batches if args.batches else []:
                 t, c = bench.measure(work, args.batches, args.batches * 1000)
                 out.setdefault((1, label), ([], []))[0].append(t)
                 out[(1, label)][1].append(c)
@@ -451,9 +583,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"single message, autocommit, {clients} client(s) (µs/msg: per client)",
                 [(label, *out[(clients, label)]) for label, _ in SINGLES],
             )
-        report(
-            "batch of 1,000, 64 keys, 1 client", [(label, *out[(1, label)]) for label, _ in batches]
-        )
+        if args.batches:
+            report(
+                "batch of 1,000, 64 keys, 1 client",
+                [(label, *out[(1, label)]) for label, _ in batches],
+            )
         if args.profile:
             print("\none client.publish_batch of 1,000, statement by statement (server ms)")
             for ms, level, text in bench.profile_batch():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import threading
 
 from helpers.testdb import ROOT
 
@@ -60,3 +61,61 @@ def test_the_publish_floor_script_can_run_the_batch_paths_alone(server, capsys) 
     out = capsys.readouterr().out
     assert "single message" not in out
     assert "rows as before: every column, one INSERT" in out
+
+
+def test_the_floor_scripts_procedures_without_a_sequence_row_keep_offsets_gap_free(
+    schema_objects, conn, connect
+) -> None:
+    """Their figures stand for a design that keeps G1 and G3: from four sessions at once on one
+    key, offsets 1..n with none missing; a repeated id answers with the first copy's offset."""
+    floor = _script("bench_publish_floor")
+    cur = conn.cursor()
+    cur.execute("CALL queue_publish_message('t', 'k', 'first', x'00', NULL, 0, NULL, NULL, 0)")
+    pid = cur.fetchall()[0][2]
+    while cur.nextset():
+        pass
+    for name, step in floor.NO_SEQUENCE_PROCEDURES.items():
+        cur.execute(floor.no_sequence_procedure(schema_objects, name, step))
+
+    def publish(session, name: str, message_id: str) -> tuple:
+        session.execute(
+            f"CALL {name}('t', 'k', %s, x'01', NULL, 0, NULL, NULL, 0, %s)", (message_id, pid)
+        )
+        (row,) = session.fetchall()
+        while session.nextset():
+            pass
+        return row
+
+    def work(name: str, client: int) -> None:
+        session = connect()
+        for i in range(40):
+            publish(session.cursor(), name, f"{name}-{client}-{i}")
+        session.close()
+
+    for name in floor.NO_SEQUENCE_PROCEDURES:
+        threads = [threading.Thread(target=work, args=(name, c)) for c in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        cur.execute(
+            "SELECT msg_offset FROM queue_messages WHERE partition_id = %s AND message_id = %s",
+            (pid, f"{name}-2-7"),
+        )
+        (first,) = cur.fetchone()
+        assert publish(cur, name, f"{name}-2-7")[:3] == (first, 1, pid)  # (offset, duplicate, pid)
+    cur.execute(
+        "SELECT COUNT(*), MIN(msg_offset), MAX(msg_offset) FROM queue_messages "
+        "WHERE partition_id = %s",
+        (pid,),
+    )
+    assert cur.fetchone() == (1 + 2 * 4 * 40, 1, 1 + 2 * 4 * 40)
+
+
+def test_the_publish_floor_script_runs_without_binlog_or_batches(server, capsys) -> None:
+    floor = _script("bench_publish_floor")
+    argv = ["--dsn", server.dsn, "--rounds", "1", "--singles", "5", "--clients", "1"]
+    assert floor.main([*argv, "--batches", "0", "--no-binlog"]) == 0
+    out = capsys.readouterr().out
+    assert "no sequence row, procedure: read, INSERT " in out
+    assert "batch of 1,000" not in out
