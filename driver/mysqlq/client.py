@@ -20,7 +20,7 @@ from decimal import Decimal
 from typing import Any, NamedTuple
 
 import MySQLdb
-import MySQLdb.cursors
+import MySQLdb.connections
 
 from mysqlq import _sql, codec, intake, version
 from mysqlq.connection import connect as open_connection
