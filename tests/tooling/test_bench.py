@@ -7,6 +7,7 @@ import threading
 
 from helpers.testdb import ROOT
 
+from mysqlq.connection import execute_rows
 from mysqlq.tools.bench import server as counters
 from mysqlq.tools.bench import workloads
 
@@ -70,26 +71,22 @@ def test_the_floor_scripts_procedures_without_a_sequence_row_keep_offsets_gap_fr
     key, offsets 1..n with none missing; a repeated id answers with the first copy's offset."""
     floor = _script("bench_publish_floor")
     cur = conn.cursor()
-    cur.execute("CALL queue_publish_message('t', 'k', 'first', x'00', NULL, 0, NULL, NULL, 0)")
-    pid = cur.fetchall()[0][2]
-    while cur.nextset():
-        pass
+    (first_row,) = execute_rows(
+        conn, "CALL queue_publish_message('t', 'k', 'first', x'00', NULL, 0, NULL, NULL, 0)"
+    )
+    pid = first_row["partition_id"]
     for name, step in floor.NO_SEQUENCE_PROCEDURES.items():
         cur.execute(floor.no_sequence_procedure(schema_objects, name, step))
 
-    def publish(session, name: str, message_id: str) -> tuple:
-        session.execute(
-            f"CALL {name}('t', 'k', %s, x'01', NULL, 0, NULL, NULL, 0, %s)", (message_id, pid)
-        )
-        (row,) = session.fetchall()
-        while session.nextset():
-            pass
+    def publish(session, name: str, message_id: str) -> dict:
+        sql = f"CALL {name}('t', 'k', %s, x'01', NULL, 0, NULL, NULL, 0, %s)"
+        (row,) = execute_rows(session, sql, (message_id, pid))
         return row
 
     def work(name: str, client: int) -> None:
         session = connect()
         for i in range(40):
-            publish(session.cursor(), name, f"{name}-{client}-{i}")
+            publish(session, name, f"{name}-{client}-{i}")
         session.close()
 
     for name in floor.NO_SEQUENCE_PROCEDURES:
@@ -103,7 +100,8 @@ def test_the_floor_scripts_procedures_without_a_sequence_row_keep_offsets_gap_fr
             (pid, f"{name}-2-7"),
         )
         (first,) = cur.fetchone()
-        assert publish(cur, name, f"{name}-2-7")[:3] == (first, 1, pid)  # (offset, duplicate, pid)
+        repeat = publish(conn, name, f"{name}-2-7")
+        assert (repeat["offset"], repeat["duplicate"], repeat["partition_id"]) == (first, 1, pid)
     cur.execute(
         "SELECT COUNT(*), MIN(msg_offset), MAX(msg_offset) FROM queue_messages "
         "WHERE partition_id = %s",
