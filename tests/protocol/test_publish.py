@@ -7,6 +7,8 @@ import threading
 
 from helpers.support import Consumer, call, publish, rows, scalar, wait_until
 
+import mysqlq
+
 
 def test_republish_returns_first_offset_even_after_consumption(conn):
     first = publish(conn, "orders", "k", "m-1", b"one")
@@ -150,6 +152,68 @@ def test_late_commit_is_not_skipped(conn, connect):
     assert [(m["id"], m["offset"]) for m in got] == [("late", 2), ("fast", 3)]
     consumer.ack(got)
     assert max(consumer.offsets().values()) == 3
+
+
+def _held_open_in_repeatable_read(connect, conn):
+    """A session that published to the newest partition (the highest partition_id: the gap after
+    its last message reaches the end of the log's primary key) and holds its transaction open, in
+    REPEATABLE READ, as MySQL's and MariaDB's default; and a session that waits for a lock at
+    most a second."""
+    publish(conn, "orders", "old", "o1", b"o")
+    publish(conn, "orders", "k", "k1", b"k")
+    held = connect()
+    held.query("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    held.autocommit(False)
+    other = connect()
+    other.query("SET SESSION innodb_lock_wait_timeout = 1")
+    return held, other
+
+
+def test_a_publish_held_open_blocks_no_other_partition(conn, connect):
+    """G2 with G3: a publish in the caller's open transaction holds its partition's sequence row
+    and the row it wrote, nothing else: publishes to other partitions, existing or new (whose
+    first message lands after the held one in the log's primary key), by single CALL and by batch,
+    go through at once. (A wait would be a lock wait timeout here.)"""
+    held, other = _held_open_in_repeatable_read(connect, conn)
+    assert publish(held, "orders", "k", "k2", b"k")["offset"] == 2
+    assert publish(other, "orders", "old", "o2", b"o")["offset"] == 2
+    assert publish(other, "orders", "new", "n1", b"n")["offset"] == 1
+    out = call(
+        other, "queue_publish_batch", "orders", json.dumps([{"key": "new2", "payload": "x"}])
+    )
+    assert [r["offset"] for r in out] == [1]
+    held.commit()
+    assert publish(conn, "orders", "k", "k3", b"k")["offset"] == 3
+
+
+def test_reading_a_partitions_end_from_the_log_would_block_new_partitions(conn, connect):
+    """Why the sequence row exists (docs/benchmarks.md, "what bounds a single publish"): a
+    publish in the caller's REPEATABLE READ transaction that took its offset from the end of the
+    partition's range of the log, not from the sequence row, would have to read that end by a
+    locking read (its snapshot may be older than the last commit), and that read locks the gaps
+    around the partition's last message: the next publish of the partition before it in the log
+    and a new partition's first publish wait until the caller commits. If this test fails, the
+    server no longer locks those gaps, and the bound has moved."""
+    held, other = _held_open_in_repeatable_read(connect, conn)
+    pid = scalar(conn, "SELECT partition_id FROM queue_partitions WHERE partition_key = 'k'")
+    cur = held.cursor()
+    cur.execute(
+        "SELECT MAX(msg_offset) FROM queue_messages WHERE partition_id = %s LOCK IN SHARE MODE",
+        (pid,),
+    )
+    assert cur.fetchone()[0] == 1
+    cur.close()
+    # the neighbour before it in the log (whose next message lands in the gap the read locked
+    # before the partition's last message) and a new partition (after it) both wait
+    for key, id_ in (("old", "o2"), ("new", "n1")):
+        try:
+            publish(other, "orders", key, id_, b"x")
+        except mysqlq.LockTimeout:
+            continue
+        raise AssertionError(f"a publish to {key!r} did not wait on the read's gap locks")
+    held.commit()
+    assert publish(other, "orders", "old", "o2", b"o")["offset"] == 2
+    assert publish(other, "orders", "new", "n1", b"n")["offset"] == 1
 
 
 def test_rolled_back_publish_leaves_no_gap(conn, connect):

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+import re
+import shutil
 import threading
 
+import pytest
 from helpers.testdb import ROOT
 
 from mysqlq.connection import execute_rows
@@ -117,3 +120,137 @@ def test_the_publish_floor_script_runs_without_binlog_or_batches(server, capsys)
     out = capsys.readouterr().out
     assert "no sequence row, procedure: read, INSERT " in out
     assert "batch of 1,000" not in out
+
+
+def _variants(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))  # it imports bench_publish_floor
+    return _script("bench_publish_variants")
+
+
+def test_the_publish_variants_script_measures_every_variant(server, capsys, monkeypatch) -> None:
+    variants = _variants(monkeypatch)
+    argv = ["--dsn", server.dsn, "--rounds", "1", "--singles", "8", "--batches", "1"]
+    assert variants.main([*argv, "--clients", "1,2"]) == 0
+    out = capsys.readouterr().out
+    for label, _path in variants.SINGLES:
+        assert out.count(f"  {label} ") == 2  # a line in each clients' table
+    for label, _after in variants.BATCHES:
+        assert out.count(f"  {label} ") == 1
+    # every variant's messages (5 single paths but raw, 3 batches, the partitions' first
+    # batches) are there, offsets 1..n with no gap (the script checks)
+    assert f"checked: {8 * (1 + 2) * 5 + 3 * 1000 + 2 * 64} messages" in out
+
+
+def test_the_publish_variants_keep_offsets_gap_free(schema_objects, conn, connect, monkeypatch):
+    """Their figures stand for designs that keep G1 and G3: four sessions at once on one key, each
+    variant with its trigger, offsets 1..n with none missing; a repeated id answers with the first
+    copy's offset."""
+    variants = _variants(monkeypatch)
+    cur = conn.cursor()
+    (first,) = execute_rows(
+        conn, "CALL queue_publish_message('t', 'k', 'first', x'00', NULL, 0, NULL, NULL, 0)"
+    )
+    pid = first["partition_id"]
+    sql = "CALL {}('t', 'k', %s, x'01', NULL, 0, NULL, NULL, 0, %s)"
+
+    def work(name: str, client: int) -> None:
+        session = connect()
+        for i in range(30):
+            execute_rows(session, sql.format(name), (f"{name}-{client}-{i}", pid))
+        session.close()
+
+    published = 1
+    for name, (step, trigger) in variants.VARIANTS.items():
+        cur.execute(variants.variant(schema_objects, name, step))
+        if trigger:
+            cur.execute(trigger[1])
+        threads = [threading.Thread(target=work, args=(name, c)) for c in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        published += 4 * 30
+        (again,) = execute_rows(conn, sql.format(name), (f"{name}-2-7", pid))
+        cur.execute(
+            "SELECT msg_offset FROM queue_messages WHERE partition_id = %s AND message_id = %s",
+            (pid, f"{name}-2-7"),
+        )
+        assert (again["offset"], again["duplicate"]) == (cur.fetchone()[0], 1), name
+        if trigger:
+            cur.execute(f"DROP TRIGGER {trigger[0]}")
+        assert variants.check(cur).startswith(f"checked: {published} messages in 1 partitions")
+    cur.execute("SELECT MIN(msg_offset), MAX(msg_offset) FROM queue_messages")
+    assert cur.fetchone() == (1, published)
+
+
+def test_only_the_probe_keeps_the_callers_transaction(schema_objects, conn, connect, monkeypatch):
+    """Why the lean path without the probe is not offered: a caller that began a transaction with
+    START TRANSACTION (autocommit still on) and publishes gets its work committed by the
+    procedure's own START TRANSACTION, and its ROLLBACK undoes nothing (G2 broken). With the
+    probe (SET TRANSACTION ..., refused inside a transaction), the publish joins the caller's
+    transaction and rolls back with it."""
+    variants = _variants(monkeypatch)
+    cur = conn.cursor()
+    (first,) = execute_rows(
+        conn, "CALL queue_publish_message('t', 'k', 'first', x'00', NULL, 0, NULL, NULL, 0)"
+    )
+    cur.execute("CREATE TABLE business (n INT PRIMARY KEY)")
+    kept = {}
+    for name in ("bench_lean", "bench_lean_no_probe"):
+        cur.execute(variants.variant(schema_objects, name, variants.VARIANTS[name][0]))
+        caller = connect()
+        caller.query("START TRANSACTION")
+        caller.query(f"INSERT INTO business VALUES ({len(kept)})")
+        sql = f"CALL {name}('t', 'k', %s, x'01', NULL, 0, NULL, NULL, 0, %s)"
+        execute_rows(caller, sql, (name, first["partition_id"]))
+        caller.rollback()
+        caller.close()
+        cur.execute("SELECT COUNT(*) FROM queue_messages WHERE message_id = %s", (name,))
+        kept[name] = cur.fetchone()[0]
+    assert kept == {"bench_lean": 0, "bench_lean_no_probe": 1}
+    cur.execute("SELECT n FROM business")
+    assert cur.fetchall() == ((1,),)  # the caller's own row, committed by the unsafe variant
+
+
+def test_the_bench_report_names_the_hosts_processor() -> None:
+    """Ratios of a procedure to a raw INSERT move with the processor (docs/benchmarks.md): every
+    report says which one measured it."""
+    from mysqlq.tools import bench
+
+    machine = bench._machine()
+    assert machine["cpu_model"] and machine["cpus"] >= 1, machine
+
+
+def test_the_profile_script_puts_each_sample_in_one_part_of_the_work() -> None:
+    profile = _script("profile_publish")
+    served = ["do_command", "handle_one_connection"]
+    # an UPDATE inside the procedure is the UPDATE, not "the procedure's other statements"
+    stack = ["row_upd", "mysql_update", "sp_instr_stmt::exec_core", "sp_head::execute", *served]
+    assert profile.part(stack) == "UPDATE of the sequence row"
+    assert profile.part(["Item_cond::fix_fields", "sp_head::execute", *served]) == (
+        "the procedure's own instructions"
+    )
+    assert profile.part(["log_write_up_to", "ha_commit_trans", *served]) == "COMMIT"
+    assert profile.part(["buf_flush_page_cleaner", "start_thread"]) == "the server's own threads"
+    assert profile.part(["__send", "do_command"]) == "the rest: network, the connection"
+    text = "mysqld 1 [000] 1.0: 1 cpu-clock:\n\t  1f mysql_insert+0x1f (/usr/sbin/mysqld)\n"
+    text += "\t  2a do_command+0x2a (/usr/sbin/mysqld)\n\nmysqld 1 [000] 1.1: 1 cpu-clock:\n"
+    text += "\t  3b [unknown] (/usr/sbin/mysqld)\n"
+    assert profile.stacks(text) == [["mysql_insert", "do_command"], ["[unknown]"]]
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed")
+def test_the_profile_script_samples_the_server_under_both_workloads(server, capsys) -> None:
+    profile = _script("profile_publish")
+    assert profile.main(["--dsn", server.dsn, "--seconds", "1"]) == 0
+    out = capsys.readouterr().out
+    # each part's line: its name, then per run "µs (share)"
+    table = {
+        line[2:42].strip(): [float(x) for x in re.findall(r"([\d.]+) \(", line[42:])]
+        for line in out.splitlines()[4:-1]
+    }
+    assert list(table) == [*profile.ORDER, "all"]
+    call, raw = ([row[i] for row in table.values()] for i in (0, 1))
+    # both commit and insert; only the procedure moves a sequence row and runs instructions
+    assert call[1] > 0 and raw[1] > 0 and call[3] > 0 and raw[3] > 0
+    assert call[2] > 0 and raw[2] == 0 and call[5] > 0 and raw[5] == 0

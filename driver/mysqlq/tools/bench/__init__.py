@@ -97,15 +97,21 @@ class BenchOptions:
 
 
 def _machine() -> dict[str, Any]:
-    mem = None
+    mem = cpu = None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal:"):
                 mem = round(int(line.split()[1]) / 1024 / 1024, 1)
+        # the host's processor: ratios between a procedure and a raw INSERT move with it
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
     except OSError:
         pass
     return {
         "cpus": os.cpu_count(),
+        "cpu_model": cpu,
         "memory_gib": mem,
         "platform": platform.platform(),
         "python": platform.python_version(),
