@@ -76,8 +76,7 @@ from MySQLdb.constants import CLIENT
 import mysqlq
 from mysqlq import connection, intake
 from mysqlq.codec import CONTENT_OCTETS as OCTETS
-from mysqlq.connection import with_database
-from mysqlq.tools import harness, localserver
+from mysqlq.tools import harness
 from mysqlq.tools.bench import server as counters
 from mysqlq.tools.bench.processes import run_clients
 from mysqlq.tools.bench.workloads import one_statement_cursor
@@ -472,6 +471,24 @@ def timed(admin: Any, pid: int | None, work: Callable[[], Any], messages: int) -
     return seconds / messages * 1e6, cpu
 
 
+def timed_clients(admin: Any, pid: int | None, client: Any, clients: int, *args: Any) -> tuple:
+    """``timed`` of ``client`` (a function like ``single``) run by ``clients`` processes with
+    ``args`` = (dsn, path, n, ...): µs per message per client, server CPU µs per message."""
+    run = functools.partial(run_clients, client, clients, *args)
+    t, c = timed(admin, pid, run, args[2] * clients)
+    return t * clients, c
+
+
+def report_singles(out: dict, clients: list[int], paths: list[tuple[str, str]]) -> None:
+    """One table per client count of the single paths' figures in ``out`` ((clients, label) ->
+    (µs per message per client, server CPU) of each round)."""
+    for n in clients:
+        report(
+            f"single message, autocommit, {n} client(s) (µs/msg: per client)",
+            [(label, *out[(n, label)]) for label, _ in paths],
+        )
+
+
 def report(title: str, rows: list[tuple[str, list[float], list[float | None]]]) -> None:
     base = statistics.median(rows[0][1])
     print(f"\n{title}")
@@ -512,16 +529,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     with contextlib.ExitStack() as cleanup:
-        found = None if args.dsn else localserver.find_or_start()
-        if found is not None and found.started:
-            cleanup.callback(found.stop)
-        server_dsn = with_database(args.dsn or found.dsn, None)
-        revision, objects = harness.head_schema()
-        db = cleanup.enter_context(
-            harness.throwaway_database(
-                server_dsn, objects=objects, revision=revision, prefix="mysqlq_bench_"
-            )
-        )
+        db, objects = cleanup.enter_context(harness.head_database(args.dsn))
         admin = db.connect()
         cur = admin.cursor()
         cur.execute("SELECT VERSION()")
@@ -561,28 +569,16 @@ def main(argv: list[str] | None = None) -> int:
             for clients in [] if args.batch_only else args.clients:
                 for label, path in SINGLES:
                     base = (round_ * 10 + clients) * 10_000_000  # raw offsets: unused
-                    run = functools.partial(
-                        run_clients,
-                        single,
-                        clients,
-                        db.dsn,
-                        path,
-                        args.singles,
-                        base,
-                        not args.no_binlog,
-                    )
-                    t, c = timed(admin, bench.pid, run, args.singles * clients)
-                    out.setdefault((clients, label), ([], []))[0].append(t * clients)
+                    binlog = not args.no_binlog
+                    work = (single, clients, db.dsn, path, args.singles, base, binlog)
+                    t, c = timed_clients(admin, bench.pid, *work)
+                    out.setdefault((clients, label), ([], []))[0].append(t)
                     out[(clients, label)][1].append(c)
             for label, work in batches if args.batches else []:
                 t, c = bench.measure(work, args.batches, args.batches * 1000)
                 out.setdefault((1, label), ([], []))[0].append(t)
                 out[(1, label)][1].append(c)
-        for clients in [] if args.batch_only else args.clients:
-            report(
-                f"single message, autocommit, {clients} client(s) (µs/msg: per client)",
-                [(label, *out[(clients, label)]) for label, _ in SINGLES],
-            )
+        report_singles(out, [] if args.batch_only else args.clients, SINGLES)
         if args.batches:
             report(
                 "batch of 1,000, 64 keys, 1 client",

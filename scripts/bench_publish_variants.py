@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import uuid
 from typing import Any
 
@@ -42,14 +41,13 @@ from bench_publish_floor import (
     RAW,
     Bench,
     report,
-    timed,
+    report_singles,
+    timed_clients,
 )
 
 from mysqlq import connection
-from mysqlq.connection import with_database
-from mysqlq.tools import harness, localserver
+from mysqlq.tools import harness
 from mysqlq.tools.bench import server as counters
-from mysqlq.tools.bench.processes import run_clients
 
 COLUMNS = (
     "partition_id, msg_offset, topic, partition_key, message_id, payload, metadata, "
@@ -245,22 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-binlog", action="store_true", help="sessions with sql_log_bin = 0")
     args = parser.parse_args(argv)
     with contextlib.ExitStack() as cleanup:
-        found = None if args.dsn else localserver.find_or_start()
-        if found is not None and found.started:
-            cleanup.callback(found.stop)
-        revision, objects = harness.head_schema()
-        db = cleanup.enter_context(
-            harness.throwaway_database(
-                with_database(args.dsn or found.dsn, None),
-                objects=objects,
-                revision=revision,
-                prefix="mysqlq_bench_",
-            )
-        )
+        db, objects = cleanup.enter_context(harness.head_database(args.dsn))
         admin = db.connect()
         cur = admin.cursor()
-        cur.execute("SELECT VERSION()")
-        print(f"server {cur.fetchone()[0]}, {args.rounds} rounds, binlog {not args.no_binlog}")
+        cur.execute("SELECT VERSION(), @@log_bin")
+        version, log_bin = cur.fetchone()
+        binlog = ("on" if log_bin else "off") + (", off in the sessions" if args.no_binlog else "")
+        print(f"server {version}, binary log {binlog}, {args.rounds} rounds")
         cur.execute("CREATE TABLE bench_raw_log LIKE queue_messages")
         for name, (step, _trigger) in VARIANTS.items():
             cur.execute(variant(objects, name, step))
@@ -274,10 +263,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         out: dict[tuple[int, str], tuple[list[float], list[float | None]]] = {}
 
-        def measure(key: tuple[int, str], work: Any, messages: int, per: int = 1) -> None:
-            t, c = timed(admin, bench.pid, work, messages)
-            out.setdefault(key, ([], []))[0].append(t * per)
-            out[key][1].append(c)
+        def record(key: tuple[int, str], measured: tuple[float, float | None]) -> None:
+            out.setdefault(key, ([], []))[0].append(measured[0])
+            out[key][1].append(measured[1])
 
         for round_ in range(args.rounds):
             for label, path in SINGLES:
@@ -286,28 +274,17 @@ def main(argv: list[str] | None = None) -> int:
                     cur.execute(trigger[1])
                 for clients in args.clients:
                     base = (round_ * 10 + clients) * 10_000_000
-                    run = functools.partial(
-                        run_clients,
-                        single,
-                        clients,
-                        db.dsn,
-                        path,
-                        args.singles,
-                        base,
-                        not args.no_binlog,
-                    )
-                    measure((clients, label), run, args.singles * clients, clients)
+                    work = (single, clients, db.dsn, path, args.singles, base, not args.no_binlog)
+                    record((clients, label), timed_clients(admin, bench.pid, *work))
                 for batch_label, after in BATCHES if args.batches else []:
                     if after == path:  # with the trigger of this path, if it has one
-                        work = functools.partial(bench.driver_batch, args.batches)
-                        measure((0, batch_label), work, args.batches * 1000)
+                        measured = bench.measure(
+                            bench.driver_batch, args.batches, args.batches * 1000
+                        )
+                        record((0, batch_label), measured)
                 if trigger:
                     cur.execute(f"DROP TRIGGER {trigger[0]}")
-        for clients in args.clients:
-            report(
-                f"single message, autocommit, {clients} client(s) (µs/msg: per client)",
-                [(label, *out[(clients, label)]) for label, _ in SINGLES],
-            )
+        report_singles(out, args.clients, SINGLES)
         if args.batches:
             report(
                 "batch of 1,000, 64 keys, 1 client (ratio: to the batch without a trigger)",

@@ -38,8 +38,7 @@ from typing import Any
 
 import mysqlq
 from mysqlq.codec import CONTENT_OCTETS as OCTETS
-from mysqlq.connection import with_database
-from mysqlq.tools import harness, localserver
+from mysqlq.tools import harness
 from mysqlq.tools.bench import server as counters
 
 PAYLOAD = b"x" * 100
@@ -128,18 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("perf") is None:
         raise SystemExit("perf is not installed (Debian: linux-perf)")
     with contextlib.ExitStack() as cleanup:
-        found = None if args.dsn else localserver.find_or_start()
-        if found is not None and found.started:
-            cleanup.callback(found.stop)
-        revision, objects = harness.head_schema()
-        db = cleanup.enter_context(
-            harness.throwaway_database(
-                with_database(args.dsn or found.dsn, None),
-                objects=objects,
-                revision=revision,
-                prefix="mysqlq_bench_",
-            )
-        )
+        db, _objects = cleanup.enter_context(harness.head_database(args.dsn))
         conn = db.connect()
         pid = counters.server_pid(conn)
         if pid is None:

@@ -155,6 +155,31 @@ class ThrowawayDatabase:
 
 
 @contextlib.contextmanager
+def head_database(
+    dsn: str | None, prefix: str = "mysqlq_bench_"
+) -> Iterator[tuple[ThrowawayDatabase, list[SchemaObject]]]:
+    """For a benchmark script: a throwaway database with the newest snapshot installed, on the
+    server of ``dsn``, else on the one the tests use (found, or started and then stopped).
+    Yields the database and the objects installed in it."""
+    from mysqlq.tools import localserver
+
+    with contextlib.ExitStack() as cleanup:
+        found = None if dsn else localserver.find_or_start()
+        if found is not None and found.started:
+            cleanup.callback(found.stop)
+        revision, objects = head_schema()
+        db = cleanup.enter_context(
+            throwaway_database(
+                connection.with_database(dsn or found.dsn, None),
+                objects=objects,
+                revision=revision,
+                prefix=prefix,
+            )
+        )
+        yield db, objects
+
+
+@contextlib.contextmanager
 def throwaway_database(
     server_dsn: str,
     *,
