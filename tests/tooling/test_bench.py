@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
+import queue
 import re
 import shutil
 import threading
+import urllib.parse
 
 import pytest
+from helpers.support import scalar, wait_until
 from helpers.testdb import ROOT
 
 from mysqlq.connection import execute_rows
@@ -254,3 +257,37 @@ def test_the_profile_script_samples_the_server_under_both_workloads(server, caps
     # both commit and insert; only the procedure moves a sequence row and runs instructions
     assert call[1] > 0 and raw[1] > 0 and call[3] > 0 and raw[3] > 0
     assert call[2] > 0 and raw[2] == 0 and call[5] > 0 and raw[5] == 0
+
+
+def test_the_skip_locked_worker_takes_its_batch_again_after_a_lock_wait(db, conn) -> None:
+    """The SKIP LOCKED baseline's worker retries a batch whose SELECT fails on a lock wait
+    timeout or a deadlock, as its DELETE does: a worker that died would leave the baseline
+    draining with one worker fewer (seen in CI's quick bench: a deadlock in the SELECT)."""
+    workloads.skip_locked_fill(db.dsn, 30)
+    holder = db.connect()
+    holder.query("LOCK TABLES bench_jobs WRITE")
+    out: queue.Queue = queue.Queue()
+    dsn = db.dsn + "?init_command=" + urllib.parse.quote("SET SESSION lock_wait_timeout = 2")
+    args = (dsn, 10, None, out, 0.1, True)
+    worker = threading.Thread(target=workloads._skip_locked_worker, args=args)
+    worker.start()
+    waiting = (
+        "SELECT MAX(TIME) FROM information_schema.PROCESSLIST"
+        " WHERE STATE = 'Waiting for table metadata lock' AND INFO LIKE 'SELECT id, payload%'"
+    )
+    seen = {"timing_out": False}
+
+    def waits_anew() -> bool:
+        """The worker's SELECT waited a second or more, then waits from 0 again: it timed out
+        (1205) and took the batch again."""
+        seconds = scalar(conn, waiting)
+        if seconds is not None and seconds >= 1:
+            seen["timing_out"] = True
+        return seen["timing_out"] and seconds == 0
+
+    wait_until(waits_anew, timeout=30, interval=0.05, what="the worker's SELECT waiting anew")
+    holder.query("UNLOCK TABLES")
+    worker.join(timeout=30)
+    handled, _last, latencies = out.get(timeout=5)
+    assert (handled, len(latencies)) == (30, 30)
+    assert scalar(conn, "SELECT COUNT(*) FROM bench_jobs") == 0

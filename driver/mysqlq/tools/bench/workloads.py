@@ -285,36 +285,37 @@ def _skip_locked_worker(dsn, batch_size, stop, out, poll, latency) -> None:
     latencies: list[float] = []
     try:
         while True:
-            cur.execute(
-                "SELECT id, payload, created_at FROM bench_jobs ORDER BY id LIMIT %s "
-                "FOR UPDATE SKIP LOCKED",
-                (batch_size,),
-            )
-            rows = cur.fetchall()
-            if not rows:
-                conn.commit()
-                if stop is None or stop.is_set():
-                    break
-                time.sleep(poll)
-                continue
-            for _id, payload, created_at in rows:
-                _noop(payload)
-                if latency:
-                    latencies.append(time.time() - created_at)
-            ids = [r[0] for r in rows]
+            taken = len(latencies)  # this batch's latencies are dropped if it is taken again
             try:
+                cur.execute(
+                    "SELECT id, payload, created_at FROM bench_jobs ORDER BY id LIMIT %s "
+                    "FOR UPDATE SKIP LOCKED",
+                    (batch_size,),
+                )
+                rows = cur.fetchall()
+                if not rows:
+                    conn.commit()
+                    if stop is None or stop.is_set():
+                        break
+                    time.sleep(poll)
+                    continue
+                for _id, payload, created_at in rows:
+                    _noop(payload)
+                    if latency:
+                        latencies.append(time.time() - created_at)
+                ids = [r[0] for r in rows]
                 cur.execute(
                     f"DELETE FROM bench_jobs WHERE id IN ({', '.join(['%s'] * len(ids))})", ids
                 )
                 conn.commit()
             except MySQLdb.OperationalError as exc:
-                # a deadlock or lock wait timeout rolls the batch back: take it again, as a
-                # worker of this kind must (its handler runs again: at-least-once)
+                # a deadlock or lock wait timeout (in the SELECT as in the DELETE) rolls the
+                # batch back: take it again, as a worker of this kind must (its handler runs
+                # again: at-least-once)
                 if exc.args[0] not in (1205, 1213):
                     raise
                 conn.rollback()
-                if latency:
-                    del latencies[-len(rows) :]
+                del latencies[taken:]
                 continue
             handled += len(rows)
             last = time.perf_counter()
