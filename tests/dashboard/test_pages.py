@@ -230,3 +230,12 @@ def test_redrive_of_one_entry_sends_that_entry_alone(dashboard, traffic):
         assert "was redriven already" in confirm.text
     finally:
         conn.close()
+
+
+def test_an_age_is_never_negative() -> None:
+    """A heartbeat committed after the dashboard read its clock (the server's, in ms) is 0 ms old,
+    not -1 (seen once on MySQL: the overview said -1)."""
+    from mysqlq.dashboard.pages import Pages
+
+    row = Pages._subscriber({"heartbeat_at": 1_001, "started_at": 900}, 1_000)
+    assert (row["heartbeat_age_ms"], row["running_ms"]) == (0, 100)

@@ -32,6 +32,12 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def _age(now: int, at: int) -> int:
+    """ms since ``at``; 0, not negative, for a row written after ``now`` was read (a heartbeat
+    committed between the dashboard's clock read and its read of the rows)."""
+    return max(0, now - at)
+
+
 class Pages:
     def __init__(self, reader: Reader, history: History) -> None:
         self.reader = reader
@@ -44,7 +50,7 @@ class Pages:
 
     def _topic(self, t: dict[str, Any], now: int) -> dict[str, Any]:
         series = self.history.get("published", (t["topic"],))
-        t["oldest_age_ms"] = None if t["oldest_at"] is None else now - t["oldest_at"]
+        t["oldest_age_ms"] = None if t["oldest_at"] is None else _age(now, t["oldest_at"])
         t["rate_1m"] = self.history.publish_rate(t["topic"], MINUTE)
         t["rate_5m"] = self.history.publish_rate(t["topic"], 5 * MINUTE)
         t["rate_chart"] = views.chart(rates(series), scale=1000)
@@ -62,8 +68,8 @@ class Pages:
 
     @staticmethod
     def _subscriber(s: dict[str, Any], now: int) -> dict[str, Any]:
-        s["heartbeat_age_ms"] = now - s["heartbeat_at"]
-        s["running_ms"] = now - s["started_at"]
+        s["heartbeat_age_ms"] = _age(now, s["heartbeat_at"])
+        s["running_ms"] = _age(now, s["started_at"])
         return s
 
     # pages --------------------------------------------------------------------------------
@@ -90,7 +96,7 @@ class Pages:
         for p in data["partitions"]:
             p["label"] = views.partition_label(p)
             held = p["held"]
-            p["lease_age_ms"] = now - p["leased_at"] if held and p["leased_at"] else None
+            p["lease_age_ms"] = _age(now, p["leased_at"]) if held and p["leased_at"] else None
             p["lease_expires_in_ms"] = p["expires_at"] - now if held else None
             p["in_flight"] = (p["cursor_pending"] or 0) if (p["cursor_until"] or 0) > now else 0
         for s in data["subscribers"]:
@@ -115,7 +121,7 @@ class Pages:
         # the entry queue_redrive sends next: a redrive of it sends exactly one
         first = self.reader.next_in_line(dlq_topic) if data["pending"] else None
         for e in data["entries"]:
-            e["age_ms"] = None if e["failed_at"] is None else now - e["failed_at"]
+            e["age_ms"] = None if e["failed_at"] is None else _age(now, e["failed_at"])
             e["next_in_line"] = (e["partition_id"], e["offset"]) == first
         data["topic"] = dlq_topic
         data["origin_group"] = origin_group
