@@ -94,6 +94,11 @@
         MQ019  a settle inside the caller's transaction met a stale delivery: nothing was settled
         MQ020  p_partition_id and p_offset name no DLQ entry of p_dlq_topic
         MQ021  p_priority is neither NULL nor an integer from 0 to 9
+        MQ022  queue_subscribe met an existing group whose setting differs from the one passed
+               (only an admin changes a group's settings: queue_group_configure)
+        MQ023  the invoking account may not use this topic or group (queue_acl, set by an admin)
+        MQ024  p_now is not NULL but this database has no test clock (queue_settings)
+        MQ025  p_operation or p_pattern of an access rule is invalid
         MQ090  an internal invariant failed (a bug: please report it)
 -#}
 {% set E_NAME = 'MQ001' %}
@@ -117,6 +122,10 @@
 {% set E_STALE = 'MQ019' %}
 {% set E_NO_ENTRY = 'MQ020' %}
 {% set E_PRIORITY = 'MQ021' %}
+{% set E_CONFLICT = 'MQ022' %}
+{% set E_DENIED = 'MQ023' %}
+{% set E_CLOCK = 'MQ024' %}
+{% set E_RULE = 'MQ025' %}
 {% set E_INTERNAL = 'MQ090' %}
 
 {#- A topic's settings before its row exists: the column defaults of queue_topics
@@ -229,31 +238,144 @@ IF {{ param }} IS NULL OR {{ param }} NOT BETWEEN 1 AND {{ high }} THEN
     END IF
 {%- endmacro %}
 
-{#- The injected clock: NULL (server clock) or a plausible epoch-milliseconds value. -#}
-{% macro check_now(param='p_now') -%}
+{#- An epoch-milliseconds parameter that is not a clock (a cut-off): NULL or a plausible value. -#}
+{% macro check_epoch(param) -%}
 IF {{ param }} IS NOT NULL AND {{ param }} NOT BETWEEN 0 AND 253402300799999 THEN
         {{ fail(E_NOW, param ~ ' must be NULL or epoch milliseconds') }};
     END IF
 {%- endmacro %}
 
+{#- The injected clock. NULL (the server clock) always; a value only where an admin enabled the
+    test clock (a row ('test_clock', 'on') in queue_settings, which no role below admin can
+    write), so no account can move the time a lease, a visibility timeout or a delay is judged by.
+    A routine that calls another public routine passes its own p_now on, never its v_now. -#}
+{% macro check_now(param='p_now') -%}
+IF {{ param }} IS NOT NULL THEN
+        IF {{ param }} NOT BETWEEN 0 AND 253402300799999 THEN
+            {{ fail(E_NOW, param ~ ' must be NULL or epoch milliseconds') }};
+        END IF;
+        IF NOT EXISTS (
+            SELECT 1 FROM queue_settings AS s
+            WHERE s.setting = 'test_clock' AND s.value = 'on'
+        ) THEN
+            {{ fail(E_CLOCK, param ~ ' must be NULL: this database has no test clock, the server clock decides') }};
+        END IF;
+    END IF
+{%- endmacro %}
+
+{#- Access rules (queue_acl). The invoking account is the user name of USER(): the login, not the
+    routine's definer (CURRENT_USER() inside an SQL SECURITY DEFINER routine is the definer). A
+    host cannot contain '@', so the user name is everything before the last '@'. -#}
+{% macro invoker() -%}
+CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4)
+{%- endmacro %}
+
+{#- Whether the name `x` matches the rule pattern `pattern`: the name itself, or a prefix followed
+    by '*' ('orders.*' matches every name that starts with 'orders.'; '*' matches every name). A
+    name cannot contain '*' (check_identifier), so the star is never part of one. -#}
+{% macro acl_match(pattern, x) -%}
+({{ pattern }} = {{ x }} OR RIGHT({{ pattern }}, 1) = '*'
+            AND LEFT({{ x }}, CHAR_LENGTH({{ pattern }}) - 1) = LEFT({{ pattern }}, CHAR_LENGTH({{ pattern }}) - 1))
+{%- endmacro %}
+
+{#- Refuse `x` unless the invoking account may `operation` it: an account with no rule for the
+    operation may do it on every name (as before access rules existed); one with rules, only on
+    the names they match. One indexed read of the account's rules for the operation. -#}
+{% macro check_acl(operation, x, what) -%}
+IF (
+        SELECT COUNT(*) > 0 AND COALESCE(MAX({{ acl_match('a.pattern', x) }}), 0) = 0
+        FROM queue_acl AS a
+        WHERE a.user_name = {{ invoker() }} AND a.operation = '{{ operation }}'
+    ) THEN
+        {{ fail(E_DENIED, 'this account may not ' ~ operation ~ ' ' ~ what ~ ' (queue_acl)') }};
+    END IF
+{%- endmacro %}
+
+{#- The arguments of queue_acl_grant and queue_acl_revoke: a user name (1 to 80 characters, as
+    the servers allow), an operation and a pattern (a name, or a prefix ending in '*'); with
+    allow_null, a NULL operation or pattern stands for every one. -#}
+{% macro check_acl_rule(allow_null) -%}
+IF p_user IS NULL OR CHAR_LENGTH(p_user) NOT BETWEEN 1 AND 80 THEN
+        {{ fail(E_RULE, 'p_user must be an account user name of 1 to 80 characters') }};
+    END IF;
+    IF {% if allow_null %}p_operation IS NOT NULL AND {% endif %}COALESCE(p_operation, '') NOT IN ('publish', 'consume', 'group') THEN
+        {{ fail(E_RULE, 'p_operation must be publish, consume or group') }};
+    END IF;
+    IF {% if allow_null %}p_pattern IS NOT NULL AND {% endif %}(
+        p_pattern IS NULL OR CHAR_LENGTH(p_pattern) NOT BETWEEN 1 AND 192
+        OR p_pattern NOT REGEXP '^[A-Za-z0-9._:/-]*[*]?$'
+        OR p_pattern NOT LIKE '%*' AND CHAR_LENGTH(p_pattern) > 191
+    ) THEN
+        {{ fail(E_RULE, 'p_pattern must be a topic or group name, or a prefix of one followed by *') }};
+    END IF
+{%- endmacro %}
+
+{#- A consumer's group and topic: both must be allowed to the invoking account. -#}
+{% macro check_consumer(group='p_group', topic='p_topic') -%}
+{{ check_acl('consume', topic, 'this topic') }};
+    {{ check_acl('group', group, 'this group') }}
+{%- endmacro %}
+
+{#- A settle call's group, and the topic of every partition its deliveries name. -#}
+{% macro check_settle_access(group='p_group', deliveries='p_deliveries') -%}
+{{ check_acl('group', group, 'this group') }};
+    IF EXISTS (
+        SELECT 1 FROM queue_acl AS a
+        WHERE a.user_name = {{ invoker() }} AND a.operation = 'consume'
+    ) AND EXISTS (
+        SELECT 1
+        FROM JSON_TABLE({{ deliveries }}, '$[*]' COLUMNS (d_partition BIGINT PATH '$[0]')) AS d
+        INNER JOIN queue_partitions AS p ON d.d_partition = p.partition_id
+        WHERE NOT EXISTS (
+            SELECT 1 FROM queue_acl AS a
+            WHERE a.user_name = {{ invoker() }} AND a.operation = 'consume'
+                AND {{ acl_match('a.pattern', 'p.topic') }}
+        )
+    ) THEN
+        {{ fail(E_DENIED, 'this account may not consume the topic of a delivery in ' ~ deliveries ~ ' (queue_acl)') }};
+    END IF
+{%- endmacro %}
+
+{#- A group's DLQ topic `dlq` (of source topic `topic`, whose default DLQ is `default_dlq`) must
+    be a DLQ topic, so that dead-lettering never appends to an ordinary topic: a name ending in
+    TOPIC_DLQ_SUFFIX, the source topic's own default DLQ name (its dlq_suffix), or a topic an admin
+    marked as a DLQ (queue_topic_dlq). -#}
+{% macro check_dlq_topic(dlq, topic, default_dlq) -%}
+IF {{ dlq }} = {{ topic }} THEN
+        {{ fail(E_DLQ, 'p_dlq_topic must differ from p_topic') }};
+    END IF;
+    IF NOT (
+        RIGHT({{ dlq }}, {{ TOPIC_DLQ_SUFFIX | length }}) = '{{ TOPIC_DLQ_SUFFIX }}' OR {{ dlq }} = {{ default_dlq }}
+        OR EXISTS (SELECT 1 FROM queue_topics AS d WHERE d.topic = {{ dlq }} AND d.dlq = 1)
+    ) THEN
+        {{ fail(E_DLQ, 'p_dlq_topic must be a DLQ topic: a name ending in ' ~ TOPIC_DLQ_SUFFIX ~ ", the topic''s own DLQ name, or a topic marked with queue_topic_dlq") }};
+    END IF
+{%- endmacro %}
+
 {#- A deliveries list for the settle procedures: a JSON array of [partition_id, offset, token]. -#}
 {% macro check_deliveries(param='p_deliveries') -%}
-IF {{ param }} IS NULL OR NOT JSON_VALID({{ param }}) OR JSON_TYPE({{ param }}) <> 'ARRAY' THEN
-        {{ fail(E_DELIVERIES, param ~ ' must be a JSON array of [partition_id, offset, token]') }};
-    END IF;
-    IF JSON_LENGTH({{ param }}) > 100000 THEN
-        {{ fail(E_DELIVERIES, param ~ ' must hold at most 100000 deliveries') }};
-    END IF;
-    IF EXISTS (
-        SELECT 1
-        FROM JSON_TABLE({{ param }}, '$[*]' COLUMNS (d_elem JSON PATH '$')) AS d
-        WHERE COALESCE(JSON_TYPE(d.d_elem), '') <> 'ARRAY' OR JSON_LENGTH(d.d_elem) <> 3
-            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[0]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
-            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
-            OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[2]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
-    ) THEN
-        {{ fail(E_DELIVERIES, param ~ ' must be a JSON array of [partition_id, offset, token]') }};
-    END IF
+BEGIN
+        -- (MySQL's JSON functions fail with 3157 on a document nested over 100 levels: not a
+        -- list of triples either)
+        DECLARE EXIT HANDLER FOR 3157
+            {{ fail(E_DELIVERIES, param ~ ' must be a JSON array of [partition_id, offset, token]') }};
+        IF {{ param }} IS NULL OR NOT JSON_VALID({{ param }}) OR JSON_TYPE({{ param }}) <> 'ARRAY' THEN
+            {{ fail(E_DELIVERIES, param ~ ' must be a JSON array of [partition_id, offset, token]') }};
+        END IF;
+        IF JSON_LENGTH({{ param }}) > 100000 THEN
+            {{ fail(E_DELIVERIES, param ~ ' must hold at most 100000 deliveries') }};
+        END IF;
+        IF EXISTS (
+            SELECT 1
+            FROM JSON_TABLE({{ param }}, '$[*]' COLUMNS (d_elem JSON PATH '$')) AS d
+            WHERE COALESCE(JSON_TYPE(d.d_elem), '') <> 'ARRAY' OR JSON_LENGTH(d.d_elem) <> 3
+                OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[0]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+                OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+                OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[2]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+        ) THEN
+            {{ fail(E_DELIVERIES, param ~ ' must be a JSON array of [partition_id, offset, token]') }};
+        END IF;
+    END
 {%- endmacro %}
 
 {#- A publish to a topic that does not exist creates it, unless the session asked for strict topics

@@ -12,5 +12,6 @@ BEGIN
     {{ m.check_identifier('p_group') }};
     {{ m.check_deliveries() }};
     {{ m.check_now() }};
+    {{ m.check_settle_access() }};
     CALL queue__settle(p_group, p_deliveries, {{ m.ACTION_ACK }}, 0, NULL, p_now);
 END

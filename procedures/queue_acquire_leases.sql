@@ -54,6 +54,7 @@ BEGIN
     {{ m.check_name('p_subscriber') }};
     {{ m.check_ms('p_lease_ms', low=1, allow_null=False) }};
     {{ m.check_now() }};
+    {{ m.check_consumer() }};
     SET v_group = p_group;
     SET v_topic = p_topic;
     SET v_subscriber = p_subscriber;

@@ -12,7 +12,7 @@ BEGIN
     DECLARE v_purged INT;
 
     {{ m.check_identifier('p_topic') }};
-    {{ m.check_now('p_before') }};
+    {{ m.check_epoch('p_before') }};
     {{ m.check_count('p_limit', 100000000) }};
 
     CALL queue__purge_archive(p_topic, COALESCE(p_before, 9223372036854775807), p_limit, v_purged);

@@ -13,5 +13,6 @@ BEGIN
     {{ m.check_identifier('p_group') }};
     {{ m.check_deliveries() }};
     {{ m.check_now() }};
+    {{ m.check_settle_access() }};
     CALL queue__settle_tx(p_group, p_deliveries, {{ m.ACTION_DEAD_LETTER }}, 0, p_error, p_now);
 END

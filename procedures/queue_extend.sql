@@ -14,5 +14,6 @@ BEGIN
     {{ m.check_deliveries() }};
     {{ m.check_ms('p_visibility_ms', low=1, allow_null=False) }};
     {{ m.check_now() }};
+    {{ m.check_settle_access() }};
     CALL queue__settle(p_group, p_deliveries, {{ m.ACTION_EXTEND }}, p_visibility_ms, NULL, p_now);
 END

@@ -76,6 +76,7 @@ BEGIN
     {{ m.check_ms('p_visibility_ms', low=1, allow_null=False) }};
     {{ m.check_count('p_max_messages', 100000) }};
     {{ m.check_now() }};
+    {{ m.check_consumer() }};
     SET v_group = p_group;
     SET v_topic = p_topic;
     SET v_subscriber = p_subscriber;

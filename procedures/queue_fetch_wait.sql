@@ -31,6 +31,7 @@ BEGIN
         {{ m.fail(m.E_DURATION, 'p_wait_ms must be set and between 0 and 60000 ms') }};
     END IF;
     {{ m.check_now() }};
+    {{ m.check_consumer() }};
     SET v_group = p_group;
     SET v_topic = p_topic;
     SET v_subscriber = p_subscriber;

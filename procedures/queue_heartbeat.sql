@@ -18,6 +18,7 @@ BEGIN
     {{ m.check_name('p_subscriber') }};
     {{ m.check_ms('p_lease_ms', low=1, allow_null=False) }};
     {{ m.check_now() }};
+    {{ m.check_consumer() }};
 
     INSERT INTO queue_subscriber_heartbeats (
         group_name, topic, subscriber, started_at, heartbeat_at, expires_at

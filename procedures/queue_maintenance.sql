@@ -12,5 +12,5 @@ BEGIN
 
     DELETE FROM queue_subscriber_heartbeats
     WHERE expires_at < v_now - 60000;
-    CALL queue_gc(100000, v_now);
+    CALL queue_gc(100000, p_now);
 END

@@ -15,5 +15,6 @@ BEGIN
     {{ m.check_deliveries() }};
     {{ m.check_ms('p_delay_ms', allow_null=False) }};
     {{ m.check_now() }};
+    {{ m.check_settle_access() }};
     CALL queue__settle_tx(p_group, p_deliveries, {{ m.ACTION_NACK }}, p_delay_ms, p_error, p_now);
 END

@@ -27,10 +27,18 @@ BEGIN  -- noqa: LT02
     {{ m.publish_transaction_handler() }};
 
     {{ m.check_identifier('p_topic') }};
-    -- an array: its first non-blank character is [ (the prefix decides, unless it is all blank)
-    IF p_messages IS NULL OR NOT LEFT(p_messages, 64) REGEXP '^[[:space:]]*\\[' AND NOT (
-        JSON_VALID(p_messages) AND JSON_TYPE(p_messages) = 'ARRAY'
-    ) THEN
+    {{ m.check_acl('publish', 'p_topic', 'this topic') }};
+    -- an array: its first non-blank character is [ (the prefix decides, unless it is all blank;
+    -- then JSON_VALID, which MySQL fails with 3157 on a document nested over 100 levels)
+    BEGIN
+        DECLARE CONTINUE HANDLER FOR SQLEXCEPTION SET v_invalid = 2;
+        IF p_messages IS NULL OR NOT LEFT(p_messages, 64) REGEXP '^[[:space:]]*\\[' AND NOT (
+            JSON_VALID(p_messages) AND JSON_TYPE(p_messages) = 'ARRAY'
+        ) THEN
+            SET v_invalid = 2;
+        END IF;
+    END;
+    IF v_invalid = 2 THEN
         {{ m.fail(m.E_MESSAGES, 'p_messages must be a JSON array of message objects') }};
     END IF;
 
@@ -49,8 +57,21 @@ BEGIN  -- noqa: LT02
         PRIMARY KEY (idx)
     ) ENGINE = InnoDB;
     BEGIN
-        -- invalid JSON (MySQL 3141, MariaDB 4038)
-        DECLARE CONTINUE HANDLER FOR 3141, 4038 SET v_invalid = 2;
+        -- JSON the server cannot parse fails this parse: MySQL 3141 (3157 past 100 levels), MariaDB
+        -- one number per kind of error (4036 to 4040). Whatever the number, JSON_VALID then decides
+        -- (on the error path only): p_messages is not JSON it takes, MQ009; else the error goes on
+        DECLARE CONTINUE HANDLER FOR SQLEXCEPTION
+        BEGIN
+            DECLARE v_valid INT DEFAULT 0;
+            BEGIN
+                DECLARE CONTINUE HANDLER FOR SQLEXCEPTION SET v_valid = 0;
+                SET v_valid = JSON_VALID(p_messages);
+            END;
+            IF v_valid = 1 THEN
+                RESIGNAL;
+            END IF;
+            SET v_invalid = 2;
+        END;
         INSERT INTO queue__publish_offsets (idx, part_key, slot, msg_id, part_rank, msg_priority)
         SELECT
             e.j_idx,

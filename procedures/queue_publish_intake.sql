@@ -16,6 +16,7 @@ BEGIN  -- noqa: LT02
     DECLARE v_error {{ m.text('VARCHAR(255)') }} DEFAULT NULL;
     DECLARE v_error_idx INT DEFAULT NULL;
     DECLARE v_conflict INT DEFAULT 0;
+    DECLARE v_deep INT DEFAULT 0;
     DECLARE v_pid BIGINT;
     DECLARE v_offset BIGINT;
     DECLARE v_duplicate TINYINT;
@@ -38,6 +39,7 @@ BEGIN  -- noqa: LT02
     END;
 
     {{ m.check_identifier('p_topic') }};
+    {{ m.check_acl('publish', 'p_topic', 'this topic') }};
     SET v_topic = p_topic;
 
     -- an intake that is empty (or was never opened): nothing to publish, no topic created
@@ -75,22 +77,48 @@ BEGIN  -- noqa: LT02
         -- the partitions, with how many rows each gets, whether the caller's ranks number them 1..n
         -- (a repeated rank fails the insert below on the offset key: the careful path), and their
         -- first bad row: one pass checks every row before anything is written to the log
-        INSERT INTO queue__publish_parts (part_key, slot, row_count, ranked, first_bad)
-        SELECT
-            d.part_key,
-            d.slot,
-            COUNT(*),
-            COUNT(d.part_rank) = COUNT(*) AND MIN(d.part_rank) = 1 AND MAX(d.part_rank) = COUNT(*),
-            MIN(d.bad_idx)
-        FROM (
+        BEGIN
+            -- (MySQL's JSON_VALID fails with 3157 on metadata nested over 100 levels: found below)
+            DECLARE CONTINUE HANDLER FOR 3157 SET v_deep = 1;
+            INSERT INTO queue__publish_parts (part_key, slot, row_count, ranked, first_bad)
             SELECT
-                COALESCE(i.msg_key, '') AS part_key,
-                {{ m.intake_slot() }} AS slot,
-                i.part_rank,
-                IF({{ m.intake_problem() }} IS NULL, NULL, i.idx) AS bad_idx
-            FROM queue__intake AS i
-        ) AS d
-        GROUP BY d.part_key, d.slot;
+                d.part_key,
+                d.slot,
+                COUNT(*),
+                COUNT(d.part_rank) = COUNT(*) AND MIN(d.part_rank) = 1 AND MAX(d.part_rank) = COUNT(*),
+                MIN(d.bad_idx)
+            FROM (
+                SELECT
+                    COALESCE(i.msg_key, '') AS part_key,
+                    {{ m.intake_slot() }} AS slot,
+                    i.part_rank,
+                    IF({{ m.intake_problem() }} IS NULL, NULL, i.idx) AS bad_idx
+                FROM queue__intake AS i
+            ) AS d
+            GROUP BY d.part_key, d.slot;
+        END;
+        IF v_deep = 1 THEN
+            -- the row whose metadata that was: row by row, on this path only
+            SET v_error_idx = (SELECT MIN(i.idx) FROM queue__intake AS i WHERE i.metadata IS NOT NULL);
+            deep_rows: LOOP
+                BEGIN
+                    DECLARE CONTINUE HANDLER FOR 3157 SET v_deep = 2;
+                    SET v_error = (SELECT JSON_VALID(i.metadata) FROM queue__intake AS i WHERE i.idx = v_error_idx);
+                END;
+                IF v_deep = 2 OR v_error_idx IS NULL THEN
+                    LEAVE deep_rows;
+                END IF;
+                SET v_error_idx = (
+                    SELECT MIN(i.idx) FROM queue__intake AS i
+                    WHERE i.metadata IS NOT NULL AND i.idx > v_error_idx
+                );
+            END LOOP;
+            SET v_error = CONCAT(
+                '{{ m.E_ELEMENT }} messages[', COALESCE(v_error_idx, '?'),
+                '] metadata must be NULL or a JSON object (nested at most 100 levels)'
+            );
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_error;
+        END IF;
         SELECT
             SUM(k.row_count),
             MIN(k.first_bad)

@@ -19,6 +19,7 @@ BEGIN
     {{ m.check_identifier('p_topic') }};
     {{ m.check_name('p_subscriber') }};
     {{ m.check_now() }};
+    {{ m.check_consumer() }};
 
     START TRANSACTION;
     -- same lock order as the lease tick: the subscription row first

@@ -12,5 +12,7 @@ CREATE TABLE IF NOT EXISTS queue_topics (
     -- 1: GC moves what it removes into queue_archive, which keeps it archive_retention_ms
     archive TINYINT NOT NULL DEFAULT 0,
     archive_retention_ms BIGINT NOT NULL DEFAULT 604800000,
+    -- 1: a DLQ topic (queue_topic_dlq), which a group may name as its DLQ whatever its name
+    dlq TINYINT NOT NULL DEFAULT 0,
     PRIMARY KEY (topic)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

@@ -10,7 +10,7 @@ are passed to mysqlclient as %s placeholders (the intake's rows are escaped by t
 from __future__ import annotations
 
 # protocol version the driver speaks; the database's queue_version must match
-PROTOCOL_VERSION = "1.8"
+PROTOCOL_VERSION = "1.9"
 
 # a procedure, not a function: creating a stored function needs SUPER where binary logging is on
 # (MySQL's default and every managed MySQL's); protocol 1.1 and older had a function
@@ -56,6 +56,11 @@ TOPIC_ARCHIVE = "CALL queue_topic_archive(%s, %s, %s)"
 # group membership and leases
 SUBSCRIBE = "CALL queue_subscribe(%s, %s, %s, %s, %s, %s, NULL)"
 UNSUBSCRIBE = "CALL queue_unsubscribe(%s, %s)"
+# the admin's: a group's settings (max attempts, DLQ topic), a DLQ topic's mark, access rules
+GROUP_CONFIGURE = "CALL queue_group_configure(%s, %s, %s, %s)"
+TOPIC_DLQ = "CALL queue_topic_dlq(%s, %s)"
+ACL_GRANT = "CALL queue_acl_grant(%s, %s, %s)"
+ACL_REVOKE = "CALL queue_acl_revoke(%s, %s, %s)"
 HEARTBEAT = "CALL queue_heartbeat(%s, %s, %s, %s, NULL)"
 ACQUIRE_LEASES = "CALL queue_acquire_leases(%s, %s, %s, %s, NULL)"
 RELEASE_LEASES = "CALL queue_release_leases(%s, %s, %s, NULL)"
@@ -301,6 +306,8 @@ SELECT last_run_at, next_run_at, last_run_by,
     CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS now_ms
 FROM queue_maintenance_schedule WHERE job = 'maintenance'
 """
+# the admin's test clock (queue_settings): a caller's p_now is honoured where it is on
+DOCTOR_TEST_CLOCK = "SELECT value FROM queue_settings WHERE setting = 'test_clock' AND value = 'on'"
 DOCTOR_GRANTS = "SHOW GRANTS FOR CURRENT_USER()"
 DOCTOR_ENABLE_EVENT = "ALTER EVENT queue_maintenance_event ENABLE"
 # probes that fail where the server lacks the variable or table (the doctor reads the failure)

@@ -14,7 +14,6 @@ import contextlib
 import datetime
 import math
 import threading
-import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any, NamedTuple
@@ -25,7 +24,7 @@ import MySQLdb.connections
 from mysqlq import _sql, codec, intake, version
 from mysqlq.connection import connect as open_connection
 from mysqlq.connection import execute_rows, resolve_dsn
-from mysqlq.errors import ConnectionLost, InvalidArgument, PermissionDenied, translating
+from mysqlq.errors import ConnectionLost, Error, InvalidArgument, PermissionDenied, translating
 from mysqlq.transient import check_window, transient
 
 __all__ = ["Client", "GcResult", "PublishResult", "Transaction", "connect"]
@@ -65,46 +64,20 @@ def connect(
     )
 
 
-def publish_args(
-    topic: str,
-    payload: Any,
-    *,
-    key: str | None,
-    id: str | None,
-    metadata: Mapping[str, Any] | None,
-    delay: float | None,
-    kind: str | None,
-    content_type: str | None,
-    priority: int | None,
-) -> tuple:
-    """The arguments of queue_publish_message, checked. A message without an id gets one here:
-    a retry after a lost reply is then recognised as a duplicate ("" is refused by the server)."""
-    data, content_type = codec.encode_payload(payload, content_type)
-    return (
-        topic,
-        key,
-        uuid.uuid4().hex if id is None else id,
-        data,
-        codec.metadata_json(metadata),
-        codec.delay_ms(delay),
-        kind,
-        content_type,
-        codec.priority_value(priority),
-    )
-
-
-def intake_chunks(messages: Iterable[Any], chunk_size: int) -> Iterator[list[intake.Row]]:
-    """A batch's intake rows, one list per call. Every message is checked (and turned into its
-    row) before the first call, so bad input publishes nothing."""
-    return intake.chunks(intake.message_rows(messages, chunk_size), chunk_size)
-
-
-def intake_results(rows: list[intake.Row], found: list[tuple]) -> list[PublishResult]:
-    """A call's results (idx order, as its rows), each with its row's id."""
-    return [
-        PublishResult(int(offset), bool(duplicate), int(pid), row[2])
-        for row, (_idx, offset, duplicate, pid) in zip(rows, found, strict=True)
-    ]
+def publish_chunks(chunks: list[list[intake.Row]], send: Any) -> list[PublishResult]:
+    """A batch's chunks (all checked) sent in order by ``send(rows)``; the results, each with its
+    row's id. An error part-way tells what was stored and what to send again (intake.unfinished)."""
+    results: list[PublishResult] = []
+    try:
+        for rows in chunks:
+            results.extend(
+                PublishResult(int(offset), bool(duplicate), int(pid), row[2])
+                for row, (_idx, offset, duplicate, pid) in zip(rows, send(rows), strict=True)
+            )
+    except Error as exc:
+        intake.unfinished(exc, chunks, results)
+        raise
+    return results
 
 
 class _Publisher:
@@ -116,15 +89,17 @@ class _Publisher:
         return execute_rows(self._conn, sql, args)
 
     def _publish(self, topic, payload, **fields) -> PublishResult:
-        (row,) = self._call_rows(_sql.PUBLISH_MESSAGE, publish_args(topic, payload, **fields))
+        args = codec.publish_args(topic, payload, **fields)
+        intake.check_size("MQ007 p_payload", args[3], args[4], intake.limits(self._conn))
+        (row,) = self._call_rows(_sql.PUBLISH_MESSAGE, args)
         return PublishResult.from_row(row)
 
     def _publish_batch(self, topic, messages, chunk_size) -> list[PublishResult]:
-        results: list[PublishResult] = []
-        for rows in intake_chunks(messages, chunk_size):
-            found = intake.publish_rows(self._conn, topic, rows, joined=True)
-            results.extend(intake_results(rows, found))
-        return results
+        limit = intake.limits(self._conn, batch=True)
+        return publish_chunks(
+            intake.checked_chunks(messages, chunk_size, limit),
+            lambda rows: intake.publish_rows(self._conn, topic, rows, joined=True),
+        )
 
 
 class Transaction(_Publisher):
@@ -222,6 +197,16 @@ class Client(_Publisher):
         self._conn = self._open()
 
     @transient
+    def _limits(self, batch: bool = False) -> intake.Limits:
+        """What the server takes (read once per connection; ``batch``: the intake opened)."""
+        with self._lock:
+            try:
+                return intake.limits(self._conn, batch=batch)
+            except ConnectionLost:
+                self._reconnect()
+                raise
+
+    @transient
     def _call_safely(self, sql: str, args: tuple) -> list[dict[str, Any]]:
         """A call that is safe to repeat; reconnects after a lost connection."""
         with self._lock:
@@ -279,13 +264,17 @@ class Client(_Publisher):
         )
         if conn is not None:
             return Transaction(conn).publish(topic, payload, **fields)
-        args = publish_args(topic, payload, **fields)
+        args = codec.publish_args(topic, payload, **fields)
+        limit = getattr(self._conn, "_mysqlq_limits", None) or self._limits()
+        intake.check_size("MQ007 p_payload", args[3], args[4], limit)
         hint = self._partitions.get((topic, key)) if key is not None else None
         row = None
         if self._hinted:
             try:
                 (row,) = self._call_safely(_sql.PUBLISH_HINTED, (*args, hint))
-            except PermissionDenied:
+            except PermissionDenied as exc:
+                if exc.code:  # an access rule (MQ023) refused the topic: so would the other
+                    raise
                 # an account granted before protocol 1.8 (see ``mysqlq grants``): nothing ran
                 self._hinted = False
         if row is None:
@@ -309,15 +298,21 @@ class Client(_Publisher):
         ``codec.CHUNK_BYTES``, 8 MiB). Each message is a payload (bytes or str) or a mapping
         with ``payload`` (bytes, str or a JSON value, as for :meth:`publish`) and optional
         ``key``, ``id``, ``metadata``, ``delay`` (seconds), ``kind``, ``content_type`` and
-        ``priority``. Results come back in input order. Every message is checked before
-        the first chunk is sent, so bad input publishes nothing; without ``conn`` each chunk
-        commits on its own."""
+        ``priority``. Results come back in input order.
+
+        Every field of every message is checked before the first chunk is sent, as the server
+        checks it (code MQ010 naming the message's index and field; its size against the
+        server's ``max_allowed_packet`` too), so bad input publishes nothing. Without ``conn``
+        each chunk commits on its own (a transaction of the whole batch would hold its
+        partitions from every other publisher until the end, and outgrow Group Replication's
+        size limit): an error on the server part-way carries ``exc.published`` (the results of
+        the messages stored) and ``exc.remaining`` (the rest, as messages with their ids: pass
+        them to ``publish_batch`` again to finish without duplicates). With ``conn`` every chunk
+        is in your transaction, stored or undone with it."""
         if conn is not None:
             return Transaction(conn).publish_batch(topic, messages, chunk_size=chunk_size)
-        results: list[PublishResult] = []
-        for rows in intake_chunks(messages, chunk_size):
-            results.extend(intake_results(rows, self._publish_rows(topic, rows)))
-        return results
+        chunks = intake.checked_chunks(messages, chunk_size, self._limits(batch=True))
+        return publish_chunks(chunks, lambda rows: self._publish_rows(topic, rows))
 
     @transient
     def _publish_rows(self, topic: str, rows: list[intake.Row]) -> list[tuple[int, int, int, int]]:
@@ -368,6 +363,7 @@ class Client(_Publisher):
         retention: float | None = None,
         archive: bool | None = None,
         archive_retention: float | None = None,
+        dlq: bool | None = None,
     ) -> dict[str, Any]:
         """Create a topic or change its settings; None keeps a setting as it is (a new topic
         takes the defaults). Returns the topic row, ``archive`` and ``archive_retention_ms``
@@ -375,7 +371,9 @@ class Client(_Publisher):
         every group has passed, and how long the archive keeps what GC moved there.
         ``archive=True``: GC moves the messages it removes into ``queue_archive`` instead of
         only deleting them. The archive settings go in a call of their own
-        (``queue_topic_archive``), after the others (``queue_topic_configure``)."""
+        (``queue_topic_archive``), after the others (``queue_topic_configure``). ``dlq=True``
+        marks the topic as a DLQ topic that any group may name as its DLQ (``queue_topic_dlq``);
+        the row returned then also holds ``dlq``."""
         retention_ms = None if retention is None else _seconds_ms(retention, "retention")
         if archive is not None and not isinstance(archive, bool):
             raise InvalidArgument(f"archive must be True, False or None, not {archive!r}")
@@ -387,11 +385,15 @@ class Client(_Publisher):
         settings = (partitions, max_attempts, dlq_suffix, retention_ms)
         archiving = archive is not None or keep_ms is not None
         row: dict[str, Any] = {}
-        if not archiving or any(v is not None for v in settings):
+        if (not archiving and dlq is None) or any(v is not None for v in settings):
             row = self._call_safely(_sql.TOPIC_CONFIGURE, (topic, *settings))[0]
         if archiving:
             flag = None if archive is None else int(archive)
             row = self._call_safely(_sql.TOPIC_ARCHIVE, (topic, flag, keep_ms))[0]
+        if dlq is not None:
+            if not isinstance(dlq, bool):
+                raise InvalidArgument(f"dlq must be True, False or None, not {dlq!r}")
+            row = {**row, **self._call_safely(_sql.TOPIC_DLQ, (topic, int(dlq)))[0]}
         return row
 
     def subscribe(
@@ -402,10 +404,33 @@ class Client(_Publisher):
         max_attempts: int | None = None,
         dlq_topic: str | None = None,
     ) -> dict[str, Any]:
-        """Register a consumer group on a topic (GC then keeps messages until it has them)."""
+        """Register a consumer group on a topic (GC keeps messages until it has them), or join it
+        as it is: a differing ``max_attempts`` or ``dlq_topic`` raises MQ022 (configure_group)."""
         return self._call_safely(
             _sql.SUBSCRIBE, (group, topic, None, max_attempts, dlq_topic, None)
         )[0]
+
+    def configure_group(
+        self,
+        group: str,
+        topic: str,
+        *,
+        max_attempts: int | None = None,
+        dlq_topic: str | None = None,
+    ) -> dict[str, Any]:
+        """Create a group's subscription or change its settings (the admin's call); None keeps a
+        setting. ``dlq_topic`` must be a DLQ topic: a name ending in ``_dlq``, the topic's own
+        DLQ name, or one marked with ``configure_topic(..., dlq=True)`` (else MQ013)."""
+        return self._call_safely(_sql.GROUP_CONFIGURE, (group, topic, max_attempts, dlq_topic))[0]
+
+    def acl_grant(self, user: str, operation: str, pattern: str) -> list[dict[str, Any]]:
+        """Let account ``user`` ``publish``/``consume`` topics, or use ``group`` names, matching
+        ``pattern`` (a name, or a prefix and ``*``); docs/protocol.md, queue_acl_grant."""
+        return self._call_safely(_sql.ACL_GRANT, (user, operation, pattern))
+
+    def acl_revoke(self, user: str, operation: str | None = None, pattern: str | None = None):
+        """Remove an account's rules (one, an operation's, or all); returns how many (an int)."""
+        return int(self._call_safely(_sql.ACL_REVOKE, (user, operation, pattern))[0]["removed"])
 
     def unsubscribe(self, group: str, topic: str) -> bool:
         return bool(self._call_safely(_sql.UNSUBSCRIBE, (group, topic))[0]["removed"])

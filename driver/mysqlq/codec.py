@@ -38,7 +38,9 @@ __all__ = [
     "parse_metadata",
     "payload_fields",
     "priority_value",
+    "publish_args",
     "publish_result_json",
+    "utf8",
 ]
 
 
@@ -56,13 +58,13 @@ def encode_payload(payload: Any, content_type: str | None = None) -> tuple[bytes
     if isinstance(payload, (bytes, bytearray, memoryview)):
         data, auto = bytes(payload), CONTENT_OCTETS
     elif isinstance(payload, str):
-        data, auto = payload.encode("utf-8"), CONTENT_TEXT
+        data, auto = utf8(payload, "payload"), CONTENT_TEXT
     elif isinstance(payload, _JSON_TYPES):
         try:
             text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise InvalidArgument(f"payload is not JSON-serialisable: {exc}") from None
-        data, auto = text.encode("utf-8"), CONTENT_JSON
+        data, auto = utf8(text, "payload"), CONTENT_JSON
     else:
         raise InvalidArgument(
             "payload must be bytes, str or a JSON value (dict, list, number, bool), "
@@ -71,6 +73,18 @@ def encode_payload(payload: Any, content_type: str | None = None) -> tuple[bytes
     if content_type is not None and not isinstance(content_type, str):
         raise InvalidArgument(f"content_type must be a str or None, not {content_type!r}")
     return data, auto if content_type is None else content_type
+
+
+def utf8(text: str, name: str) -> bytes:
+    """``text`` as UTF-8 (what utf8mb4 stores), or InvalidArgument naming ``name``: a lone
+    surrogate (``"\\ud800"``, from a bad decode or a JSON escape) is no character utf8mb4 has."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(
+            f"{name} must be valid Unicode text: {text[exc.start]!r} at position {exc.start} "
+            "is a lone surrogate"
+        ) from None
 
 
 def priority_value(priority: Any) -> int:
@@ -100,23 +114,122 @@ def deliveries_json(messages: Any) -> str:
     return json.dumps([m.delivery for m in messages])
 
 
-def metadata_json(metadata: Mapping[str, Any] | None) -> str | None:
+# how deep metadata may nest (the object is level 1, each object or array in it one more) for the
+# servers' JSON parsers to take it inside a batch (queue_publish_batch's array and element are two
+# more levels): MariaDB's stops at 32 levels, MySQL's at 100 (3157)
+METADATA_DEPTH = {"mariadb": 29, "mysql": 98}
+
+
+def metadata_json(metadata: Mapping[str, Any] | None, max_depth: int | None = None) -> str | None:
+    """Metadata as the JSON text the log stores, checked: a mapping the server takes as a JSON
+    object (nested at most ``max_depth`` levels when given, text without lone surrogates, numbers
+    a double can hold: MySQL refuses larger ones)."""
     if metadata is None:
         return None
     if not isinstance(metadata, Mapping):
         raise InvalidArgument(f"metadata must be a mapping or None, not {type(metadata).__name__}")
     try:
-        return json.dumps(metadata, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(metadata, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(f"metadata must be JSON-serialisable: {exc}") from None
+    # (the walk only where it can find something: enough brackets, a long number, an escape)
+    if (
+        (max_depth is not None and text.count("{") + text.count("[") > max_depth)
+        or len(text) > 300
+        or "\\ud" in text
+    ):
+        _check_json_value(metadata, max_depth)
+    return text
+
+
+def _check_json_value(value: Any, max_depth: int | None) -> None:
+    """What the servers refuse in a JSON value json.dumps writes: nesting past ``max_depth``, a
+    lone surrogate (escaped as \\udxxx, which both servers reject), an integer past a double."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping | list | tuple):
+            if max_depth is not None and depth > max_depth:
+                raise InvalidArgument(
+                    f"metadata must nest at most {max_depth} levels (the server's JSON limit)"
+                )
+            children = (
+                list(item.items()) if isinstance(item, Mapping) else [(None, v) for v in item]
+            )
+            for key, child in children:
+                if isinstance(key, str) and not key.isascii():
+                    utf8(key, "metadata")
+                stack.append((child, depth + 1))
+        elif isinstance(item, str):
+            if not item.isascii():
+                utf8(item, "metadata")
+        elif isinstance(item, int) and not isinstance(item, bool):
+            try:
+                float(item)
+            except OverflowError:
+                raise InvalidArgument(
+                    "metadata numbers must fit a double (MySQL refuses larger ones)"
+                ) from None
+
+
+# the longest delay the procedures take (bad_ms in procedures/_macros.sql): 365 days in ms
+MAX_DELAY_MS = 31_536_000_000
 
 
 def delay_ms(delay: float | None) -> int:
+    """A delay in seconds as the procedures' milliseconds, checked as they check it: a finite
+    number from 0 to 365 days (None: 0)."""
     if delay is None:
         return 0
     if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not math.isfinite(delay):
         raise InvalidArgument(f"delay must be a number of seconds, not {delay!r}")
-    return round(delay * 1000)
+    ms = round(delay * 1000)
+    if not 0 <= ms <= MAX_DELAY_MS:
+        raise InvalidArgument(
+            f"delay must be between 0 and {MAX_DELAY_MS // 1000} seconds (365 days), not {delay!r}"
+        )
+    return ms
+
+
+def publish_args(
+    topic: str,
+    payload: Any,
+    *,
+    key: str | None,
+    id: str | None,
+    metadata: Mapping[str, Any] | None,
+    delay: float | None,
+    kind: str | None,
+    content_type: str | None,
+    priority: int | None,
+) -> tuple:
+    """The arguments of queue_publish_message, checked as the procedure checks them and refused
+    with its codes (MQ002, MQ003, MQ007, MQ008, MQ021) before anything is sent. A message without
+    an id gets one here: a retry after a lost reply is then recognised as a duplicate ("" is
+    refused by the server)."""
+    field = "MQ007 p_payload"
+    try:
+        data, content_type = encode_payload(payload, content_type)
+        for field, text in (  # noqa: B007 (the field names the error)
+            ("MQ002 p_partition_key", key),
+            ("MQ002 p_id", id),
+            ("MQ002 p_kind", kind),
+            ("MQ002 p_content_type", content_type),
+        ):
+            if isinstance(text, str) and not text.isascii():
+                utf8(text, "text")
+        field = "MQ008 p_metadata"
+        meta = metadata_json(metadata)
+        field = "MQ003 p_delay_ms"
+        ms = delay_ms(delay)
+        field = "MQ021 p_priority"
+        rank = priority_value(priority)
+    except InvalidArgument as exc:
+        if exc.message.startswith("content_type"):
+            field = "MQ002 p_content_type"
+        raise InvalidArgument(f"{field}: {exc.message}") from None
+    new_id = uuid.uuid4().hex if id is None else id
+    return (topic, key, new_id, data, meta, ms, kind, content_type, rank)
 
 
 BATCH_FIELDS = frozenset(

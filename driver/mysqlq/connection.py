@@ -6,7 +6,15 @@ A DSN is a URL (parsed with the standard library's ``urllib.parse``)::
     mysql+mysqldb://user@host/db?unix_socket=/run/mysqld/mysqld.sock
     mariadb://user@127.0.0.1:3307/db?connect_timeout=5
 
-Special characters in the user name or password are percent-encoded.
+Special characters in the user name are percent-encoded. The password may be percent-encoded
+(``%40`` for ``@``) or not: the user name ends at the first ``:``, the password at the *last*
+``@`` of the DSN, so ``mysql://u:p@ss:w/rd@host/db`` is user ``u``, password ``p@ss:w/rd``.
+Hence an ``@`` in the database name or the query string must be written ``%40``. A ``%`` of the
+password followed by two hex digits is decoded: write it ``%25``.
+
+No message, repr or log line shows a password: ``repr(DSN)`` and :meth:`DSN.redacted` print
+``***`` in its place (:func:`mysqlq.errors.redact_dsn`); only ``str(DSN)``, the DSN to connect
+with, holds it.
 
 TLS is asked for in the query string: ``ssl_mode`` (``DISABLED``, ``PREFERRED``, ``REQUIRED``,
 ``VERIFY_CA``, ``VERIFY_IDENTITY``) and the files ``ssl_ca``, ``ssl_capath``, ``ssl_cert``,
@@ -32,7 +40,13 @@ import MySQLdb
 from MySQLdb.constants import CLIENT
 
 from mysqlq import primary
-from mysqlq.errors import InvalidDSN, ServerReadOnly, TransactionTooLarge, translating
+from mysqlq.errors import (
+    InvalidDSN,
+    ServerReadOnly,
+    TransactionTooLarge,
+    redact_dsn,
+    translating,
+)
 
 __all__ = [
     "DSN",
@@ -42,6 +56,7 @@ __all__ = [
     "connect_kwargs",
     "execute_rows",
     "parse_dsn",
+    "redact_dsn",
     "resolve_dsn",
     "with_database",
 ]
@@ -72,6 +87,8 @@ _SSL_PARAMS = {
 SSL_MODES = ("DISABLED", "PREFERRED", "REQUIRED", "VERIFY_CA", "VERIFY_IDENTITY")
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
+# a known query parameter before the last '@': that '@' is in the query string
+_QUERY_IN_USERINFO = re.compile("[?&](?:" + "|".join([*_QUERY_PARAMS, *_SSL_PARAMS]) + ")=", re.I)
 
 
 def resolve_dsn(dsn: str | None) -> str:
@@ -86,7 +103,8 @@ def resolve_dsn(dsn: str | None) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class DSN:
-    """A parsed connection string; ``str()`` renders it back (password included)."""
+    """A parsed connection string; ``str()`` renders it back, password included (to connect
+    with, never to print); ``repr()`` and :meth:`redacted` show ``***`` instead."""
 
     drivername: str
     username: str | None = None
@@ -104,6 +122,13 @@ class DSN:
 
     def with_query(self, **params: str) -> DSN:
         return self.replace(query={**self.query, **params})
+
+    def redacted(self) -> str:
+        """The DSN as text to show: its password replaced by ``***``."""
+        return redact_dsn(str(self))
+
+    def __repr__(self) -> str:
+        return f"DSN({self.redacted()!r})"
 
     def __str__(self) -> str:
         auth = ""
@@ -125,21 +150,30 @@ _URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$", re.S)
 
 
 def parse_dsn(dsn: str) -> DSN:
-    """Parse and validate a DSN."""
+    """Parse and validate a DSN. The user info ends at the DSN's last ``@`` (see the module
+    documentation); what follows is parsed as a URL (hosts, ``/database``, ``?query``)."""
     if not isinstance(dsn, str) or not (m := _URL.match(dsn)):
-        raise InvalidDSN(f"cannot parse DSN {_redact(str(dsn))!r}: not a URL like mysql://...")
-    hosts = _host_list(dsn)
-    if hosts:
-        # parse the rest as the URL of the first host
-        netloc = urllib.parse.urlsplit(dsn).netloc
-        first = netloc.rpartition("@")[2].split(",")[0]
-        userinfo = netloc.rpartition("@")[0]
-        dsn = dsn.replace(netloc, (userinfo + "@" if "@" in netloc else "") + first, 1)
+        raise InvalidDSN("cannot parse the DSN: not a URL like mysql://...")
+    shown = redact_dsn(dsn)
+    userinfo, at, rest = m.group("rest").rpartition("@")
+    user, colon, secret = userinfo.partition(":")
+    if at and _QUERY_IN_USERINFO.search(userinfo):
+        # the last '@' lies in the query string, not before the host: ambiguous, refuse
+        raise InvalidDSN(
+            f"cannot parse DSN {shown!r}: its query string or database name holds an at sign;"
+            " write it %40"
+        )
+    location = f"{m.group('scheme')}://{rest}"
+    hosts = _host_list(location, shown)
+    if hosts:  # parse the rest as the URL of the first host
+        netloc = urllib.parse.urlsplit(location).netloc
+        location = location.replace(netloc, netloc.split(",")[0], 1)
     try:
-        parts = urllib.parse.urlsplit(dsn)
+        parts = urllib.parse.urlsplit(location)
         port = parts.port
-    except ValueError as exc:
-        raise InvalidDSN(f"cannot parse DSN {_redact(dsn)!r}: {exc}") from None
+    except ValueError:
+        # urllib's message echoes the text: not where a password whose '@' is missing could be
+        raise InvalidDSN(f"cannot parse DSN {shown!r}: a bad host or port") from None
     backend, _, driver = m.group("scheme").partition("+")
     if backend not in _BACKENDS or driver not in _DRIVERS:
         raise InvalidDSN(
@@ -149,8 +183,8 @@ def parse_dsn(dsn: str) -> DSN:
     query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
     url = DSN(
         drivername=m.group("scheme"),
-        username=None if parts.username is None else urllib.parse.unquote(parts.username),
-        password=None if parts.password is None else urllib.parse.unquote(parts.password),
+        username=urllib.parse.unquote(user) if at else None,
+        password=urllib.parse.unquote(secret) if at and colon else None,
         host=parts.hostname or None,
         port=port,
         database=urllib.parse.unquote(parts.path.lstrip("/")) or None,
@@ -169,21 +203,23 @@ def parse_dsn(dsn: str) -> DSN:
     return url
 
 
-def _host_list(dsn: str) -> tuple[tuple[str, int | None], ...]:
-    """The (host, port) pairs of a DSN that names several hosts; () for one."""
-    netloc = urllib.parse.urlsplit(dsn).netloc
-    where = netloc.rpartition("@")[2]
+def _host_list(location: str, shown: str) -> tuple[tuple[str, int | None], ...]:
+    """The (host, port) pairs of a DSN (without its user info) that names several hosts; ()
+    for one. ``shown``: the DSN as errors show it."""
+    where = urllib.parse.urlsplit(location).netloc
     if "," not in where:
         return ()
     pairs = []
-    for item in where.split(","):
+    for n, item in enumerate(where.split(","), 1):
         try:
             probe = urllib.parse.urlsplit(f"//{item}")
             port = probe.port
-        except ValueError as exc:
-            raise InvalidDSN(f"cannot parse DSN {_redact(dsn)!r}: {item!r}: {exc}") from None
+        except ValueError:
+            raise InvalidDSN(
+                f"cannot parse DSN {shown!r}: host {n} of its host list has a bad port"
+            ) from None
         if not probe.hostname:
-            raise InvalidDSN(f"cannot parse DSN {_redact(dsn)!r}: an empty host in its host list")
+            raise InvalidDSN(f"cannot parse DSN {shown!r}: an empty host in its host list")
         pairs.append((probe.hostname, port))
     return tuple(pairs)
 
@@ -217,7 +253,8 @@ def connect_kwargs(dsn: str) -> dict[str, Any]:
 
 
 def connect(dsn: str | None = None, **kw: Any) -> MySQLdb.connections.Connection:
-    """Open a MySQLdb connection: autocommit, utf8mb4, multi-result capable.
+    """Open a MySQLdb connection: autocommit, utf8mb4 (another charset is refused), multi-result
+    capable.
 
     ``dsn`` defaults to the environment's ``MYSQLQ_DSN``.  Keyword arguments
     override the DSN's and the defaults (they are passed to ``MySQLdb.connect``).
@@ -230,6 +267,13 @@ def connect(dsn: str | None = None, **kw: Any) -> MySQLdb.connections.Connection
     url = parse_dsn(resolve_dsn(dsn))
     kwargs.update(connect_kwargs(str(url)))
     kwargs.update(kw)
+    if str(kwargs["charset"]).lower() != "utf8mb4":
+        # keys, ids and metadata go as utf8mb4 whatever the connection says: refused, not
+        # overridden (gbk would garble them, latin1 or utf8mb3 lose emoji)
+        raise InvalidDSN(
+            f"charset={kwargs['charset']}: mysqlq talks utf8mb4 on every connection; "
+            "leave charset out of the DSN (or set it to utf8mb4)"
+        )
     # procedures that return result sets need MULTI_RESULTS
     kwargs["client_flag"] = kwargs.get("client_flag", 0) | CLIENT.MULTI_RESULTS
     if len(url.hosts) > 1 and "host" not in kw:
@@ -241,10 +285,6 @@ def connect(dsn: str | None = None, **kw: Any) -> MySQLdb.connections.Connection
 def with_database(dsn: str, database: str | None) -> str:
     """The same DSN pointing at another database (``None``: no database)."""
     return str(parse_dsn(dsn).replace(database=database))
-
-
-def _redact(dsn: str) -> str:
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
 
 
 def execute_rows(

@@ -16,7 +16,7 @@ Each check says ok, warn or error; the report is healthy when no check is an err
   ``fix=True`` enables it on a writable server; on a read-only one, replica-side disabled is
   what a replica shows (ok);
 * **maintenance**: when ``queue_maintenance_tick`` last ran, and by whom (a warning past three of
-  its intervals, and at least 10 min);
+  its intervals, and at least 10 min); a warning where the admin's test clock is on;
 * **grants**: which roles (publisher, consumer, admin, reader; see mysqlq.schema.grants) the
   account's ``SHOW GRANTS`` cover; with ``role``, what that role lacks is an error.
 """
@@ -30,7 +30,7 @@ from typing import Any
 
 from mysqlq import _sql, version
 from mysqlq.connection import DSN, connect, execute_rows, parse_dsn, resolve_dsn
-from mysqlq.errors import ConnectionLost, Error
+from mysqlq.errors import ConnectionLost, Error, redact_dsn
 from mysqlq.schema.grants import (
     ADMIN_TABLE_PRIVILEGES,
     CONSUMER_PROCEDURES,
@@ -67,7 +67,8 @@ class Report:
         return all(c.status != "error" for c in self.checks)
 
     def add(self, name: str, status: str, detail: str) -> None:
-        self.checks.append(Check(name, status, detail))
+        # a detail may quote an error that quotes a DSN: never its password
+        self.checks.append(Check(name, status, redact_dsn(detail)))
 
     def get(self, name: str) -> Check | None:
         return next((c for c in self.checks if c.name == name), None)
@@ -165,6 +166,7 @@ def _checks(conn: Any, report: Report, fix: bool, role: str | None) -> None:
     sees_events = isinstance(grants, str) or grants.holds("EVENT")
     _event(conn, server, report, fix, writable, sees_events)
     _maintenance(conn, report)
+    _test_clock(conn, report)
     _grants(grants, report, role)
 
 
@@ -309,6 +311,18 @@ def _maintenance(conn: Any, report: Report) -> None:
         report.add("maintenance", "ok", detail)
     else:
         report.add("maintenance", "warn", f"{detail}: no subscriber or event ticks it")
+
+
+def _test_clock(conn: Any, report: Report) -> None:
+    # (an account that cannot read queue_settings, or a schema before 1.9: nothing to say)
+    with contextlib.suppress(Error):
+        if execute_rows(conn, _sql.DOCTOR_TEST_CLOCK):
+            report.add(
+                "test clock",
+                "warn",
+                "queue_settings has test_clock on: the procedures honour any caller's p_now "
+                "(for tests only; DELETE FROM queue_settings WHERE setting = 'test_clock')",
+            )
 
 
 def _like(pattern: str) -> re.Pattern[str]:

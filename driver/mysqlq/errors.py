@@ -6,7 +6,8 @@ from the error number the server reported:
 
 * ``SIGNAL SQLSTATE '45000'`` in a procedure (errno 1644) -> :class:`InvalidArgument`, with
   ``code`` the stable code its message starts with (``MQ011``; docs/protocol.md lists them);
-  ``MQ019`` (a settle in your transaction met a stale delivery) -> :class:`StaleDelivery`
+  ``MQ019`` (a settle in your transaction met a stale delivery) -> :class:`StaleDelivery`;
+  ``MQ023`` (an access rule refused the account a topic or group) -> :class:`PermissionDenied`
 * a value the server cannot convert to a parameter's declared type (1264 out of range, 1265
   truncated, 1366 incorrect integer or string value such as invalid UTF-8, 1406 too long) ->
   :class:`InvalidArgument`, its message starting with the parameter's name
@@ -18,6 +19,9 @@ from the error number the server reported:
 * deadlock (1213) -> :class:`Deadlock`; lock wait timeout (1205) -> :class:`LockTimeout`
 * lost or refused connections (2002, 2003, 2006, 2013, ...) -> :class:`ConnectionLost`
 * anything else -> :class:`DatabaseError`
+
+No message carries a password: :func:`redact_dsn` replaces the password of every DSN in the text
+of every :class:`Error` (and of whatever else prints a DSN) with ``***``.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ __all__ = [
     "StaleDelivery",
     "TransactionTooLarge",
     "TransientError",
+    "redact_dsn",
     "translate",
     "translating",
 ]
@@ -58,12 +63,56 @@ class Error(Exception):
     """
 
     def __init__(self, message: str, errno: int | None = None) -> None:
+        message = redact_dsn(message)
         super().__init__(message)
         self.message = message
         self.errno = errno
         # the procedures' stable error code (MQ001 ...), when a procedure raised it
         m = _CODE.match(message)
         self.code: str | None = m.group(1) if m else None
+
+
+REDACTED = "***"
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_HOSTS_END = re.compile(r"[/?#\s'\"]")
+_HOST_PORT = re.compile(r"(\[[^\]]*\]|[^:]*)(?::(.*))?", re.S)
+
+
+def redact_dsn(text: str) -> str:
+    """``text`` with the password of every DSN in it (``scheme://user:password@host...``)
+    replaced by ``***``: the one redaction of the driver, what messages, reprs and the command
+    line print instead of a DSN.
+
+    It cuts as :func:`mysqlq.connection.parse_dsn` does: the user name ends at the first ``:``
+    after ``://``, the password at the *last* ``@`` after it, so whatever the password holds
+    (``@ : / ? # %``, quotes, spaces, percent-encoded or not) goes. In a longer text that last
+    ``@`` may lie beyond the DSN: more than the password goes then, never less. A DSN without an
+    ``@`` has no password; a port in it that is not a number (a password whose ``@`` was left
+    out) is redacted too."""
+    if "://" not in text:
+        return text
+    out = []
+    pos = 0
+    while m := _SCHEME.search(text, pos):
+        out.append(text[pos : m.end()])
+        rest = text[m.end() :]
+        at = rest.rfind("@")
+        if at >= 0:
+            user, colon, _ = rest[:at].partition(":")
+            out.append(f"{user}:{REDACTED}@" if colon else rest[: at + 1])
+            pos = m.end() + at + 1
+            continue
+        end = _HOSTS_END.search(rest)
+        hosts = rest[: end.start() if end else len(rest)]
+        out.append(",".join(_redact_port(item) for item in hosts.split(",")))
+        pos = m.end() + len(hosts)
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _redact_port(item: str) -> str:
+    host, port = _HOST_PORT.fullmatch(item).groups()  # type: ignore[union-attr]
+    return item if port is None or port.isdigit() else f"{host}:{REDACTED}"
 
 
 class InvalidDSN(Error, ValueError):
@@ -191,6 +240,8 @@ def translate(exc: BaseException) -> Error:
     if errno == ER_SIGNAL_EXCEPTION:
         if message.startswith("MQ019 "):
             return StaleDelivery(message, errno)
+        if message.startswith("MQ023 "):  # an access rule (queue_acl) refused the account
+            return PermissionDenied(message, errno)
         return InvalidArgument(message, errno)
     if errno in CONVERSION_ERRNOS and (m := _COLUMN.search(message)):
         return InvalidArgument(f"{m.group(1)}: {message} ({errno})", errno)

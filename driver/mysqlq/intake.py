@@ -5,21 +5,35 @@ them into the log (no JSON to build or parse, payloads sent as bytes).
 The intake belongs to one connection: ``queue_intake_open`` creates it on the connection's first
 batch. ``queue_publish_intake`` empties it on success and on error; in a caller's transaction a
 DELETE first clears what a rolled-back transaction may have put back.
+
+Every message of a ``publish_batch`` call is checked here before its first chunk is sent
+(:func:`checked_chunks`): each field as the procedures check it, and its size against the
+server's ``max_allowed_packet`` (:func:`limits`, read once per connection), so that bad input
+publishes nothing. A chunk that fails on the server after others committed names what was stored
+and what was not (:func:`unfinished`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import operator
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import MySQLdb
 
 from mysqlq import _sql, codec
 from mysqlq.connection import execute_rows
-from mysqlq.errors import InvalidArgument, PermissionDenied, SchemaMismatch, translating
+from mysqlq.errors import (
+    ER_SIGNAL_EXCEPTION,
+    Error,
+    InvalidArgument,
+    PermissionDenied,
+    SchemaMismatch,
+    translating,
+)
 
 # one INSERT statement carries this much at most (a larger row goes alone, under the server's
 # max_allowed_packet): the server takes one in while the driver builds the next, and takes in
@@ -39,6 +53,11 @@ def _check_text(idx: int, name: str, value: Any) -> None:
             f"messages[{idx}] {name} must be None or a string of 1 to 191 characters, "
             f"not ending in a space (got {value!r:.60})"
         )
+    if not value.isascii():
+        try:
+            codec.utf8(value, name)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"messages[{idx}] {exc.message}") from None
 
 
 def row(
@@ -53,12 +72,19 @@ def row(
     content_type: str | None = None,
     priority: int | None = None,
 ) -> Row:
-    """An intake row (without its rank), its text fields checked as the server checks them (the
-    server checks the rest, and names the row by ``idx``)."""
+    """An intake row (without its rank), its fields checked as the server checks them (the
+    metadata's text is the caller's to check: :func:`mysqlq.codec.metadata_json` writes it);
+    errors name the row by ``idx``."""
     _check_text(idx, "id", msg_id)
     for name, value in (("key", key), ("kind", kind), ("content_type", content_type)):
         if value is not None:
             _check_text(idx, name, value)
+    if delay_ms and not (type(delay_ms) is int and 0 <= delay_ms <= codec.MAX_DELAY_MS):
+        raise InvalidArgument(
+            f"messages[{idx}] delay_ms must be between 0 and {codec.MAX_DELAY_MS}, not {delay_ms!r}"
+        )
+    if priority and not (type(priority) is int and 0 <= priority <= 9):
+        raise InvalidArgument(f"messages[{idx}] priority must be an integer from 0 to 9")
     return (
         idx,
         key,
@@ -73,11 +99,22 @@ def row(
     )
 
 
-def message_row(message: Any, default_id: str, idx: int) -> Row:
+def message_row(message: Any, default_id: str, idx: int, depth: int | None = None) -> Row:
     """An intake row (without its rank) from a message as ``publish_batch`` takes it: a payload
     (bytes or str) or a mapping of :data:`mysqlq.codec.BATCH_FIELDS`; checked whole, so that bad
-    input is refused before anything is sent. ``default_id``: the id of a message given without
-    one (made by the driver: a retry after a lost reply is then recognised as a duplicate)."""
+    input is refused before anything is sent, with the code the server would use (MQ010) and the
+    message's index and field. ``default_id``: the id of a message given without one (made by
+    the driver: a retry after a lost reply is then recognised as a duplicate). ``depth``: how
+    deep its metadata may nest (:data:`mysqlq.codec.METADATA_DEPTH`)."""
+    try:
+        return _message_row(message, default_id, idx, depth)
+    except InvalidArgument as exc:
+        text = exc.message
+        where = f"messages[{idx}] "
+        raise InvalidArgument(f"MQ010 {text if text.startswith(where) else where + text}") from None
+
+
+def _message_row(message: Any, default_id: str, idx: int, depth: int | None) -> Row:
     if type(message) is bytes:
         return (idx, None, default_id, message, None, 0, None, codec.CONTENT_OCTETS, 0, None)
     if type(message) is dict and type(message.get("payload")) is bytes:
@@ -107,15 +144,15 @@ def message_row(message: Any, default_id: str, idx: int) -> Row:
         data,
         default_id if msg_id is None else msg_id,
         key=get("key"),
-        metadata=None if metadata is None else codec.metadata_json(metadata),
-        delay_ms=codec.delay_ms(delay) if delay else 0,
+        metadata=None if metadata is None else codec.metadata_json(metadata, depth),
+        delay_ms=codec.delay_ms(delay) if delay is not None else 0,
         kind=get("kind"),
         content_type=content_type,
         priority=0 if priority is None else codec.priority_value(priority),
     )
 
 
-def message_rows(messages: Any, chunk_size: Any) -> list[Row]:
+def message_rows(messages: Any, chunk_size: Any, depth: int | None = None) -> list[Row]:
     """Every message of a ``publish_batch`` call as its intake row, numbered from 0."""
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
         raise InvalidArgument(f"chunk_size must be an integer, not {chunk_size!r}")
@@ -130,7 +167,85 @@ def message_rows(messages: Any, chunk_size: Any) -> list[Row]:
         )
     # one uuid per call: ids the driver makes for messages without one
     prefix = uuid.uuid4().hex
-    return [message_row(m, f"{prefix}-{i}", i) for i, m in enumerate(messages)]
+    return [message_row(m, f"{prefix}-{i}", i, depth) for i, m in enumerate(messages)]
+
+
+class Limits(NamedTuple):
+    """What a connection's server takes (:func:`limits`)."""
+
+    packet: int  # max_allowed_packet: the longest statement the server takes
+    depth: int  # how deep a batch's metadata may nest (codec.METADATA_DEPTH)
+    json: bool = False  # the connection publishes batches as JSON (queue_publish_batch)
+
+
+_LIMITS = "SELECT @@max_allowed_packet, VERSION() LIKE '%MariaDB%'"
+
+
+def limits(conn: MySQLdb.connections.Connection, *, batch: bool = False) -> Limits:
+    """What ``conn``'s server takes, read once per connection. A connection whose character set
+    is not utf8mb4 is refused first: keys, ids and metadata go as UTF-8 bytes, and a publish's
+    results name keys as utf8mb4 text. ``batch``: also open the intake, so that ``json`` says how
+    this connection's batches go."""
+    got = getattr(conn, "_mysqlq_limits", None)
+    if got is None:
+        charset = conn.character_set_name()
+        if charset != "utf8mb4":
+            raise InvalidArgument(
+                f"the connection's character set is {charset}: mysqlq sends and reads its text "
+                "as utf8mb4 (connect with charset='utf8mb4')"
+            )
+        ((packet, mariadb),) = execute_rows(conn, _LIMITS, tuples=True)
+        depth = codec.METADATA_DEPTH["mariadb" if mariadb else "mysql"]
+        got = conn._mysqlq_limits = Limits(int(packet), depth)  # type: ignore[attr-defined]
+    if batch and getattr(conn, "_mysqlq_intake", None) is None:
+        try:
+            execute_rows(conn, _sql.INTAKE_OPEN)
+            conn._mysqlq_intake = OPEN  # type: ignore[attr-defined]
+        except PermissionDenied as exc:
+            if exc.errno == ER_SIGNAL_EXCEPTION:
+                raise
+            conn._mysqlq_intake = JSON  # type: ignore[attr-defined]
+    return got._replace(json=getattr(conn, "_mysqlq_intake", None) == JSON)
+
+
+# what one statement holds besides a message's payload and metadata, at most: the INSERT's or
+# CALL's own text, the topic and the short fields (191 characters each, escaped)
+STATEMENT_SLACK = 16 << 10
+_ESCAPED = (b"\\", b"'", b'"', b"\0", b"\n", b"\r", b"\x1a")
+
+
+def check_size(where: str, payload: bytes, metadata: str | None, limit: Limits) -> None:
+    """Refuse a message too large for one statement under the server's max_allowed_packet (the
+    server would refuse the statement with 1153, and close the connection): its payload escaped
+    (as bytes in the intake, as base64 in a JSON batch) and its metadata escaped. ``where``
+    names it. Counts the bytes that escaping doubles only for a message near the limit."""
+    room = limit.packet - STATEMENT_SLACK
+    sent = 4 * ((len(payload) + 2) // 3) if limit.json else 2 * len(payload)
+    if sent + (0 if metadata is None else 8 * len(metadata)) <= room:
+        return
+    if not limit.json:
+        sent = len(payload) + sum(map(payload.count, _ESCAPED))
+    meta = b"" if metadata is None else metadata.encode("utf-8")
+    if sent + len(meta) + sum(map(meta.count, _ESCAPED)) > room:
+        raise InvalidArgument(
+            f"{where} is too large: {len(payload)} bytes (with {len(meta)} bytes of metadata) "
+            f"do not fit in one statement under the server's max_allowed_packet "
+            f"({limit.packet} bytes)"
+        )
+
+
+def checked_chunks(messages: Any, chunk_size: Any, limit: Limits) -> list[list[Row]]:
+    """A ``publish_batch`` call's messages as the chunks to send, every one checked first (its
+    fields, and its size against ``limit``), so that bad input publishes nothing."""
+    rows = message_rows(messages, chunk_size, limit.depth)
+    room = limit.packet - STATEMENT_SLACK
+    for r in rows:
+        if 2 * len(r[3]) + (0 if r[4] is None else 8 * len(r[4])) > room:
+            check_size(f"MQ010 messages[{r[0]}] payload", r[3], r[4], limit)
+    if not limit.json:
+        return list(chunks(rows, chunk_size))
+    # a JSON batch is one statement: its chunk must fit in max_allowed_packet too
+    return list(chunks(rows, chunk_size, min(codec.CHUNK_BYTES, room), json_bytes))
 
 
 def payload_bytes(r: Row) -> int:
@@ -139,22 +254,65 @@ def payload_bytes(r: Row) -> int:
     return 4 * ((len(r[3]) + 2) // 3)
 
 
-def chunks(rows: list[Row], chunk_size: int, max_bytes: int | None = None) -> Iterator[list[Row]]:
-    """``rows`` in order, in calls of at most ``chunk_size`` rows whose payloads add up to at most
-    ``max_bytes`` (default :data:`mysqlq.codec.CHUNK_BYTES`, counted as base64 as the JSON batch
-    counts them; a single larger row goes alone)."""
+def json_bytes(r: Row) -> int:
+    """What a row takes in a JSON batch's statement, at most: its payload as base64, its metadata
+    and short fields escaped (JSON, then SQL)."""
+    short = len(r[2]) + len(r[1] or "") + len(r[6] or "") + len(r[7] or "")
+    return payload_bytes(r) + 8 * len(r[4] or "") + 14 * short + 128
+
+
+def chunks(
+    rows: list[Row],
+    chunk_size: int,
+    max_bytes: int | None = None,
+    size: Callable[[Row], int] = payload_bytes,
+) -> Iterator[list[Row]]:
+    """``rows`` in order, in calls of at most ``chunk_size`` rows whose ``size`` adds up to at
+    most ``max_bytes`` (default :data:`mysqlq.codec.CHUNK_BYTES`; ``size`` default: the payload
+    as base64, as the JSON batch counts it; a single larger row goes alone)."""
     max_bytes = codec.CHUNK_BYTES if max_bytes is None else max_bytes
     chunk: list[Row] = []
-    size = 0
+    size_sum = 0
     for r in rows:
-        n = payload_bytes(r)
-        if chunk and (len(chunk) >= chunk_size or size + n > max_bytes):
+        n = size(r)
+        if chunk and (len(chunk) >= chunk_size or size_sum + n > max_bytes):
             yield chunk
-            chunk, size = [], 0
+            chunk, size_sum = [], 0
         chunk.append(r)
-        size += n
+        size_sum += n
     if chunk:
         yield chunk
+
+
+def unfinished(exc: Error, chunks: list[list[Row]], published: list[Any]) -> None:
+    """Mark ``exc``, the error of a ``publish_batch`` call's chunk, with what the call stored:
+    ``exc.published``, the results of its first messages (committed; in the caller's transaction,
+    stored as long as that is), and ``exc.remaining``, the others (not stored, or not known to be:
+    a lost reply) as messages with their ids, which publishing again stores once (G1)."""
+    n = len(published)
+    exc.published = published  # type: ignore[attr-defined]
+    exc.remaining = [row_message(r) for chunk in chunks for r in chunk][n:]  # type: ignore[attr-defined]
+    exc.message += (
+        f" [publish_batch: messages[:{n}] were stored (exc.published: ids and offsets); "
+        f"messages[{n}:] were not, or not known to be (exc.remaining: the messages with their "
+        "ids, to publish again)]"
+    )
+    exc.args = (exc.message, *exc.args[1:])
+
+
+def row_message(r: Row) -> dict[str, Any]:
+    """A row (as message_row made it) as a message publish_batch takes, its id included."""
+    _idx, key, msg_id, payload, metadata, delay, kind, content_type, priority, _rank = r
+    return {
+        "payload": payload,
+        "key": key,
+        "id": msg_id,
+        "metadata": None if metadata is None else json.loads(metadata),
+        "delay": delay / 1000,
+        "kind": kind,
+        "content_type": content_type,
+        "priority": priority,
+    }
 
 
 def ranked(rows: list[Row]) -> list[Row]:
@@ -280,7 +438,9 @@ def publish_rows(
         # (a commit Group Replication refuses is too large when what was sent nears its limit)
         found = execute_rows(conn, _sql.PUBLISH_INTAKE, (topic,), tuples=True, size=sent)
         return results(rows, found)
-    except PermissionDenied:
+    except PermissionDenied as exc:
+        if exc.errno == ER_SIGNAL_EXCEPTION:  # an access rule (MQ023), not a missing grant
+            raise
         if getattr(conn, "_mysqlq_intake", None) == OPEN:
             _clear(conn)
         conn._mysqlq_intake = JSON  # type: ignore[attr-defined]

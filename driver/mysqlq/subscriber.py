@@ -23,9 +23,9 @@ visibility, lease or lease epoch is gone is released, not started.
 ``stop()`` (or SIGTERM/SIGINT in ``run()``) stops fetching, lets running handlers finish, returns
 buffered messages uncharged, flushes and deregisters: another subscriber takes over at once.
 
-Without the database (a crash, a failover: docs/ha.md) the loops retry through the host list;
-no buffered message starts, and outcomes wait for the (new) primary, fenced there by lease epoch.
-``stop()`` returns within its timeout and flush grace, the database up or down.
+Without the database (a crash, a failover: docs/ha.md) the loops retry through the host list; no
+buffered message starts, outcomes wait for the (new) primary, fenced there by lease epoch, and
+``stop()`` returns within its timeout and flush grace.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mysqlq import _sql, codec, effects, maintenance, version
+from mysqlq import _sql, codec, effects, groups, maintenance, version
 from mysqlq.connection import connect as open_connection
-from mysqlq.connection import execute_rows, resolve_dsn
+from mysqlq.connection import resolve_dsn
 from mysqlq.errors import Error, InvalidArgument
 from mysqlq.flusher import COUNTED, Flusher, Settlement
 from mysqlq.handler_pool import HandlerPool
@@ -103,7 +103,7 @@ class Subscriber:
         name: str | None = None,
         batch_size: int = 10,
         visibility_timeout: float = 60.0,
-        max_attempts: int = 3,
+        max_attempts: int | None = None,
         lease_duration: float = 30.0,
         rebalance_interval: float = 1.0,
         max_buffered: int | None = None,
@@ -122,7 +122,8 @@ class Subscriber:
         self.handler = handler_for(handler, handlers)
         _positive("batch_size", batch_size, integer=True)
         _positive("concurrency", concurrency, integer=True)
-        _positive("max_attempts", max_attempts, integer=True)
+        if max_attempts is not None:  # None: the group's own
+            _positive("max_attempts", max_attempts, integer=True)
         _positive("visibility_timeout", visibility_timeout)
         _positive("lease_duration", lease_duration)
         _positive("rebalance_interval", rebalance_interval)
@@ -146,16 +147,14 @@ class Subscriber:
         self.max_attempts = max_attempts
         self.lease_duration = lease_duration
         self.rebalance_interval = rebalance_interval
-        # fetched messages waiting for a handler thread: a fetch fills up to this many, so a
-        # larger buffer means fewer, larger fetches and acks; each must still start before its
-        # visibility deadline (keep max_buffered x handler time / concurrency well under it)
+        # fetched messages waiting for a handler: more means fewer, larger fetches and acks; each
+        # must start before its visibility deadline (max_buffered x handler time / concurrency)
         self.max_buffered = max_buffered or min(concurrency * batch_size * 8, 100_000)
         self.poll_interval = poll_interval
         self.concurrency = concurrency
         self.dlq_topic = dlq_topic
         # a running handler keeps its message invisible up to this long, then is given up
         self.max_handler_time = max_handler_time
-        # GC and heartbeat cleanup, one subscriber per interval (None: leave it to the event/cron)
         self.maintenance_interval = maintenance_interval
         self._metrics = SubscriberMetrics(metrics, topic, group) if metrics else None
 
@@ -187,7 +186,8 @@ class Subscriber:
         try:
             if self._check_version:
                 version.check_version(conn, _sql.PROTOCOL_VERSION)
-            execute_rows(conn, _sql.SUBSCRIBE, (*args, _ms(self.lease_duration)))
+            # None: the group's own (a new group gets groups.DEFAULT_MAX_ATTEMPTS)
+            self.max_attempts = groups.join(conn, *args, _ms(self.lease_duration))["max_attempts"]
         finally:
             conn.close()
 

@@ -2,10 +2,12 @@
 
 traffic     (module) a migrated database with real traffic (helpers.dashboard.traffic): a
             subscriber running in a group, one dead letter, an idle second group
-dashboard   (module) the dashboard on that database, actions on, served from a thread on a free
-            port (mysqlq.dashboard.server.Running), sampling its history every 0.2 s
+dashboard   (module) the dashboard on that database, actions on (so with a token, which
+            helpers.dashboard.fetch sends), served from a thread on a free port
+            (mysqlq.dashboard.server.Running), sampling its history every 0.2 s
 reader_dsn  (module) a DSN of that database for a new account with only the grants of
             `mysqlq grants --role reader` (dropped afterwards)
+operator_dsn (module) the same with only the grants of `mysqlq grants --role operator`
 browser     (function) a Playwright context on Debian's Chromium, headless, fresh profile
 """
 
@@ -36,14 +38,22 @@ def traffic(module_db) -> Iterator[dash.Traffic]:
 
 @pytest.fixture(scope="module")
 def dashboard(traffic: dash.Traffic) -> Iterator[Running]:
-    settings = Settings(traffic.dsn, port=0, allow_actions=True, sample_interval=0.2, refresh=0.5)
-    with Running(settings) as running:
+    settings = Settings(
+        traffic.dsn,
+        port=0,
+        allow_actions=True,
+        token=dash.TOKEN,
+        sample_interval=0.2,
+        refresh=0.5,
+    )
+    with dash.served(settings) as running:
         yield running
 
 
-@pytest.fixture(scope="module")
-def reader_dsn(module_db, admin, server) -> Iterator[str]:
-    user = f"mqr_{secrets.token_hex(4)}"
+@contextlib.contextmanager
+def _account(module_db, admin, server, role: str) -> Iterator[str]:
+    """A new account with only the grants of `mysqlq grants --role <role>`; its DSN."""
+    user = f"mq{role[0]}_{secrets.token_hex(4)}"
     password = secrets.token_hex(12)
     root = admin.conn
     cur = root.cursor()
@@ -54,7 +64,7 @@ def reader_dsn(module_db, admin, server) -> Iterator[str]:
             publisher=None,
             consumer=None,
             admin=None,
-            reader=grants.Account(user),
+            **{role: grants.Account(user)},
         )
         for statement in statements:
             cur.execute(statement)
@@ -64,6 +74,18 @@ def reader_dsn(module_db, admin, server) -> Iterator[str]:
         with contextlib.suppress(Exception):
             cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
         cur.close()
+
+
+@pytest.fixture(scope="module")
+def reader_dsn(module_db, admin, server) -> Iterator[str]:
+    with _account(module_db, admin, server, "reader") as dsn:
+        yield dsn
+
+
+@pytest.fixture(scope="module")
+def operator_dsn(module_db, admin, server) -> Iterator[str]:
+    with _account(module_db, admin, server, "operator") as dsn:
+        yield dsn
 
 
 @pytest.fixture

@@ -1,9 +1,10 @@
 """The dashboard in a real browser: Debian's Chromium, headless, driven by Playwright.
 
-One walk through the page as an operator would: the overview shows the topic and each group's
-lag, and follows new traffic without a reload; the group's DLQ lists the dead letter; its page
-shows the payload; "Redrive…" and the confirmation send it back, which the database shows and
-the subscriber then handles. Screenshots go to test-artifacts/dashboard/ (ignored by git).
+One walk through the page as an operator would: the login form takes the token (the actions
+need one), the overview shows the topic and each group's lag, and follows new traffic without a
+reload; the group's DLQ lists the dead letter; its page shows the payload; "Redrive…" and the
+confirmation send it back (POSTs that pass the Origin check), which the database shows and the
+subscriber then handles. Screenshots go to test-artifacts/dashboard/ (ignored by git).
 Every wait is on a condition (Playwright's expect, or a polled query), none is a fixed sleep.
 """
 
@@ -18,6 +19,7 @@ from helpers.dashboard import (
     GROUP,
     IDLE_GROUP,
     POISON,
+    TOKEN,
     TOPIC,
 )
 from helpers.support import scalar, wait_until
@@ -56,8 +58,15 @@ def test_operator_sees_the_queue_and_redrives_a_dead_letter(dashboard, traffic, 
     # a script or style the Content-Security-Policy blocked, or a failed load, is logged here
     page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
 
-    # the overview: the topic, each group's lag, the subscriber, the dead letters
+    # the login form (a POST with the page's Origin), then the overview
     page.goto(dashboard.url)
+    expect(page.locator("#login")).to_be_visible()
+    page.locator('input[name="token"]').fill(TOKEN)
+    page.locator("form.login button").click()
+    expect(page.locator(f'#topics-table tr[data-topic="{TOPIC}"]')).to_be_visible()
+    assert all("status of 401" in e for e in errors), errors  # the login page's own status
+    errors.clear()
+    # the overview: the topic, each group's lag, the subscriber, the dead letters
     expect(page.locator(f'#topics-table tr[data-topic="{TOPIC}"]')).to_be_visible()
     billing = page.locator(f'#groups-table tr[data-group="{GROUP}"]')
     audit = page.locator(f'#groups-table tr[data-group="{IDLE_GROUP}"]')

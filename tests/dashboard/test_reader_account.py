@@ -9,20 +9,20 @@ import http.cookiejar
 import re
 
 import pytest
-from helpers.dashboard import DLQ_TOPIC, GROUP, TOPIC, fetch
+from helpers.dashboard import DLQ_TOPIC, GROUP, TOKEN, TOPIC, fetch, served
 from helpers.testdb import ROOT
 
 import mysqlq
 from mysqlq import connection as mq_connection
 from mysqlq import errors
-from mysqlq.dashboard.server import Running
 from mysqlq.dashboard.settings import Settings
 
 
 def test_the_dashboard_reads_everything_with_the_reader_grants(traffic, reader_dsn):
     (entry,) = traffic.dlq_entries()
     where = f"topic={DLQ_TOPIC}&partition={entry['partition_id']}&offset={entry['msg_offset']}"
-    with Running(Settings(reader_dsn, port=0, allow_actions=True, sample_interval=60)) as dash:
+    settings = Settings(reader_dsn, port=0, allow_actions=True, token=TOKEN, sample_interval=60)
+    with served(settings) as dash:
         for path in (
             "",
             f"group?topic={TOPIC}&group={GROUP}",
@@ -50,7 +50,7 @@ def test_the_dashboard_reads_everything_with_the_reader_grants(traffic, reader_d
         }
         refused = fetch(dash.url + "actions/redrive", data=form, jar=jar)
         assert refused.status == 403, refused.text
-        assert "The database refused" in refused.text and "--role admin" in refused.text
+        assert "The database refused" in refused.text and "--role operator" in refused.text
         assert "Traceback" not in refused.text
     assert traffic.redriven_copies() == []
 

@@ -6,11 +6,13 @@ import json
 import threading
 import time
 
+import MySQLdb
 import pytest
 from helpers.support import Consumer, rows, scalar, wait_until
 
 import mysqlq
 from mysqlq import codec
+from mysqlq.connection import connect_kwargs, execute_rows, parse_dsn
 from mysqlq.message import Message
 
 
@@ -279,6 +281,10 @@ def test_bad_dsn():
         ({"delay": "5"}, mysqlq.InvalidArgument, "delay"),
         ({"delay": float("inf")}, mysqlq.InvalidArgument, "delay"),
         ({"delay": True}, mysqlq.InvalidArgument, "delay"),
+        # refused before sending, with the procedure's code (not 1264, not UnicodeEncodeError)
+        ({"delay": 1e300}, mysqlq.InvalidArgument, "^MQ003 p_delay_ms"),
+        ({"key": "k\ud800"}, mysqlq.InvalidArgument, "^MQ002 p_partition_key"),
+        ({"payload": "\udc00"}, mysqlq.InvalidArgument, "^MQ007 p_payload"),
     ],
 )
 def test_bad_publish_input(client, conn, kwargs, error, match):
@@ -403,7 +409,14 @@ def test_subscribe_configure_and_unsubscribe(client):
     assert (topic["partitions"], topic["max_attempts"], topic["retention_ms"]) == (4, 7, 1500)
     sub = client.subscribe("billing", "orders")
     assert (sub["max_attempts"], sub["dlq_topic"]) == (7, "orders_dlq")
-    assert client.subscribe("audit", "orders", dlq_topic="audit-dead")["dlq_topic"] == "audit-dead"
+    assert client.subscribe("audit", "orders", dlq_topic="audit_dlq")["dlq_topic"] == "audit_dlq"
+    # an existing group's settings are the admin's: a differing one is refused, NULL joins
+    with pytest.raises(mysqlq.InvalidArgument, match="MQ022"):
+        client.subscribe("billing", "orders", max_attempts=2)
+    assert client.subscribe("billing", "orders")["max_attempts"] == 7
+    with pytest.raises(mysqlq.InvalidArgument, match="MQ013"):
+        client.subscribe("ledger", "orders", dlq_topic="audit-dead")
+    assert client.configure_group("billing", "orders", max_attempts=2)["max_attempts"] == 2
     assert {r["group_name"] for r in client.stats()} == {"audit", "billing"}
     assert client.unsubscribe("billing", "orders") is True
     assert client.unsubscribe("billing", "orders") is False
@@ -550,3 +563,98 @@ def test_publish_batch_caps_chunks_by_bytes(client, conn, monkeypatch):
     assert sizes == [2, 2, 1, 1, 3]
     assert [r.offset for r in results] == list(range(1, 10))
     assert count(conn, "big") == 9
+
+
+# --------------------------------------------------------------------------- all or nothing
+
+DEEP = {"a": 1}
+for _ in range(100):
+    DEEP = {"a": DEEP}  # 101 levels: past both servers' JSON parsers
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        ({"payload": b"x", "delay": -1}, "delay"),
+        ({"payload": b"x", "delay": 2 * 365 * 86400}, "delay"),  # two years
+        ({"payload": b"x", "delay": 1e300}, "delay"),
+        ({"payload": b"x", "delay": float("nan")}, "delay"),
+        ({"payload": b"x", "priority": 10}, "priority"),
+        ({"payload": b"x", "key": "k\ud800"}, "key"),  # a lone surrogate
+        ({"payload": "text \udc00"}, "payload"),
+        ({"payload": b"x", "metadata": {"note": "\ud800"}}, "metadata"),  # json.dumps escapes it
+        ({"payload": b"x", "metadata": DEEP}, "metadata"),
+        ({"payload": b"x", "metadata": {"n": 10**400}}, "metadata"),  # MySQL: not a double
+    ],
+)
+def test_a_bad_message_publishes_nothing_of_its_batch(client, conn, bad, field):
+    """Every field of every message is checked before the first chunk goes: with chunk_size=1
+    the first message's chunk no longer commits before the server refuses the second's."""
+    batch = [{"payload": b"ok", "key": "k"}, bad, {"payload": b"after"}]
+    with pytest.raises(mysqlq.InvalidArgument) as info:
+        client.publish_batch("half", batch, chunk_size=1)
+    assert info.value.code == "MQ010", info.value
+    assert info.value.message.startswith(f"MQ010 messages[1] {field} "), info.value
+    assert count(conn, "half") == 0
+
+
+def test_a_message_over_max_allowed_packet_is_refused_before_sending(client, conn):
+    """The server would refuse the statement (1153) after the chunks before it committed."""
+    packet = scalar(conn, "SELECT @@max_allowed_packet")
+    big = b"x" * packet
+    with pytest.raises(mysqlq.InvalidArgument, match=r"^MQ010 messages\[1\] payload .*max_allow"):
+        client.publish_batch("big", [{"payload": b"ok"}, {"payload": big}], chunk_size=1)
+    with pytest.raises(mysqlq.InvalidArgument, match=r"^MQ007 p_payload .*max_allowed_packet"):
+        client.publish("big", big)
+    assert count(conn, "big") == 0
+    assert client.publish("big", b"x" * (1 << 20)).offset == 1  # the client goes on
+
+
+def test_the_connection_must_talk_utf8mb4(dsn, conn):
+    """A DSN charset other than utf8mb4 is refused before connecting (gbk garbled keyed batch
+    text, and its results then failed after the commit); a connection of your own in another
+    character set is refused before anything is sent."""
+    for charset in ("gbk", "latin1", "utf8"):
+        with pytest.raises(mysqlq.InvalidDSN, match=f"charset={charset}"):
+            mysqlq.connect(str(parse_dsn(dsn).with_query(charset=charset)))
+    with mysqlq.connect(str(parse_dsn(dsn).with_query(charset="utf8mb4"))) as client:
+        other = MySQLdb.connect(**connect_kwargs(dsn), charset="gbk")
+        try:
+            with pytest.raises(mysqlq.InvalidArgument, match="character set is gbk"):
+                client.publish_batch("gbk", [{"payload": b"x", "key": "ключ-😀"}], conn=other)
+            with pytest.raises(mysqlq.InvalidArgument, match="character set is gbk"):
+                client.publish("gbk", b"x", key="ключ-😀", conn=other)
+        finally:
+            other.close()
+        client.publish_batch("gbk", [{"payload": b"x", "key": "ключ-😀"}])
+    assert [r["partition_key"] for r in stored(conn, "gbk")] == ["ключ-😀"]
+
+
+def test_a_batch_that_fails_part_way_names_what_was_stored(dsn, conn, connect):
+    """Chunks commit one by one (chunk_size=1): the second waits on a partition another
+    transaction holds, until the lock wait times out. The error carries the stored part
+    (exc.published: ids and offsets) and the rest with their ids (exc.remaining), which published
+    again finishes the batch: nothing twice, nothing lost."""
+    with mysqlq.connect(dsn, retry_window=0) as client:
+        execute_rows(client._conn, "SET SESSION innodb_lock_wait_timeout = 1")
+        pid = client.publish("held", b"b0", key="b").partition_id
+        holder = connect()
+        holder.autocommit(False)  # (by primary key: the row alone, no gap that 'a' would go in)
+        holder.cursor().execute(
+            "SELECT 1 FROM queue_partitions WHERE partition_id = %s FOR UPDATE", [pid]
+        )
+        batch = [{"payload": b"a1", "key": "a"}, {"payload": b"b1", "key": "b"}, b"u1"]
+        with pytest.raises(mysqlq.LockTimeout) as info:
+            client.publish_batch("held", batch, chunk_size=1)
+        first, rest = info.value.published, info.value.remaining
+        assert [(r.offset, r.duplicate) for r in first] == [(1, False)]
+        assert "messages[:1] were stored" in str(info.value)
+        assert [(m["payload"], m["key"]) for m in rest] == [(b"b1", "b"), (b"u1", None)]
+        assert count(conn, "held") == 2
+        holder.rollback()
+        again = client.publish_batch("held", rest)
+        assert [r.id for r in again] == [m["id"] for m in rest]
+        assert [(r.offset, r.duplicate) for r in again] == [(2, False), (1, False)]
+        assert client.publish_batch("held", rest)[0].duplicate  # a retry of it stores nothing
+        payloads = sorted(bytes(r["payload"]) for r in stored(conn, "held"))
+        assert payloads == [b"a1", b"b0", b"b1", b"u1"]

@@ -3,8 +3,10 @@
 ``Traffic`` publishes to a topic, runs a real ``mysqlq.Subscriber`` in a group (its handler fails
 on one poison message, which ``max_attempts=1`` dead-letters at once) and subscribes a second
 group that consumes nothing, so the page has a lag to show. ``fetch`` is an HTTP request that
-neither follows redirects nor raises on an error status. ``chromium`` starts Debian's Chromium
-headless with a fresh profile and every flag that keeps it off the network.
+neither follows redirects nor raises on an error status; like a browser, it sends a POST's
+``Origin``, and it sends the token of a dashboard started with ``served`` as a Bearer token.
+``chromium`` starts Debian's Chromium headless with a fresh profile and every flag that keeps it
+off the network.
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ IDLE_GROUP = "audit"
 DLQ_TOPIC = "orders_dlq"
 POISON = "order-poison"
 MESSAGES = 24
+TOKEN = "the-dashboard-token-of-the-tests"
+# the token of each dashboard ``served`` serves, by its URL: ``fetch`` sends it
+TOKENS: dict[str, str] = {}
 
 
 @dataclass
@@ -157,6 +162,21 @@ def traffic(dsn: str) -> Iterator[Traffic]:
 # --------------------------------------------------------------------------- plain HTTP
 
 
+@contextlib.contextmanager
+def served(settings: Any) -> Iterator[Any]:
+    """``mysqlq.dashboard.server.Running``; while it runs, ``fetch`` to its URL sends its token
+    (a test of the token itself uses ``Running``, and sends what it means to)."""
+    from mysqlq.dashboard.server import Running
+
+    with Running(settings) as running:
+        if settings.token:
+            TOKENS[running.url] = settings.token
+        try:
+            yield running
+        finally:
+            TOKENS.pop(running.url, None)
+
+
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, *args: Any, **kw: Any) -> None:
         return None
@@ -180,17 +200,27 @@ def fetch(
     url: str,
     *,
     data: dict[str, str] | None = None,
-    headers: dict[str, str] | None = None,
+    headers: dict[str, str | None] | None = None,
     jar: http.cookiejar.CookieJar | None = None,
 ) -> Reply:
-    """One request (POST when ``data`` is given, as a form); redirects are returned, not
-    followed; error statuses are returned, not raised."""
+    """One request (POST when ``data`` is given, as a form, with the ``Origin`` of ``url``);
+    redirects are returned, not followed; error statuses are returned, not raised. A header
+    given as None is not sent (``{"Origin": None}``: a POST without an Origin)."""
     handlers: list[Any] = [_NoRedirect()]
     if jar is not None:
         handlers.append(urllib.request.HTTPCookieProcessor(jar))
     opener = urllib.request.build_opener(*handlers)
     body = None if data is None else urllib.parse.urlencode(data).encode()
-    request = urllib.request.Request(url, data=body, headers=headers or {})
+    sent: dict[str, str | None] = {}
+    token = next((t for base, t in TOKENS.items() if url.startswith(base)), None)
+    if token:
+        sent["Authorization"] = f"Bearer {token}"
+    if data is not None:
+        parts = urllib.parse.urlsplit(url)
+        sent["Origin"] = f"{parts.scheme}://{parts.netloc}"
+    sent.update(headers or {})
+    given = {k: v for k, v in sent.items() if v is not None}
+    request = urllib.request.Request(url, data=body, headers=given)
     try:
         with opener.open(request, timeout=30) as response:
             return Reply(response.status, response.headers, response.read())

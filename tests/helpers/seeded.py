@@ -178,19 +178,35 @@ SIGNATURES: dict[str, dict[str, Any]] = {
     "queue_maintenance": {"p_now": None},
     "queue_maintenance_tick": {"p_runner": SUBSCRIBER, "p_interval_ms": HOUR_MS, "p_now": None},
     "queue_version": {},  # no parameter: nothing to get wrong
+    "queue_group_configure": {
+        "p_group": GROUP,
+        "p_topic": TOPIC,
+        "p_max_attempts": 3,
+        "p_dlq_topic": "orders_dlq",
+    },
+    "queue_topic_dlq": {"p_topic": "orders_dlq", "p_dlq": 1},
+    # the rule seed() makes (for an account no test logs in as)
+    "queue_acl_grant": {"p_user": "seeded_user", "p_operation": "consume", "p_pattern": "orders*"},
+    "queue_acl_revoke": {"p_user": "nobody", "p_operation": None, "p_pattern": None},
 }
 
 
 @contextlib.contextmanager
 def seeded_database(
-    server: Any, admin: Any, schema_objects: list, head_revision: str | None
+    server: Any,
+    admin: Any,
+    schema_objects: list,
+    head_revision: str | None,
+    test_clock: bool = True,
 ) -> Iterator[str]:
-    """A new database with the schema and rows in every queue_* table; yields its DSN."""
+    """A new database with the schema and rows in every queue_* table; yields its DSN.
+    ``test_clock=False``: a caller's p_now is refused there, as in production."""
     with harness.throwaway_database(
         server.dsn,
         objects=schema_objects,
         revision=head_revision,
         admin=lambda: admin.conn,
+        test_clock=test_clock,
     ) as database:
         conn = database.connect()
         seed(conn)
@@ -230,7 +246,14 @@ def seed(conn: Any) -> None:
     call(conn, "queue_commit_offsets", "audit", ARCHIVED, offsets, None)
     (gc,) = call(conn, "queue_gc", 1000, None)
     assert gc["archived"] == 1, gc
-    # maintenance ran now: another tick within the hour finds nothing to do
+    # an access rule for an account no test logs in as, and a setting that changes nothing
+    call(conn, "queue_acl_grant", "seeded_user", "consume", "orders*")
+    cur = conn.cursor()
+    try:
+        cur.execute("INSERT INTO queue_settings (setting, value) VALUES ('seeded', 'yes')")
+    finally:
+        cur.close()
+    # maintenance ran now: another tick within the (capped) interval finds nothing to do
     call(conn, "queue_maintenance_tick", SUBSCRIBER, HOUR_MS, None)
 
 

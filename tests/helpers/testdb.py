@@ -78,5 +78,6 @@ def fresh_database(
         disable_events=EVENTS_OFF,
         admin=lambda: admin.conn,
         charset=charset,
+        test_clock=True,
     ) as database:
         yield database

@@ -118,6 +118,8 @@ DELIVERY_VALUES = [
     ("fractional_offset", "[[1, 1.5, 3]]", ()),
     ("bool_token", "[[1, 2, true]]", ()),
     ("four_fields", "[[1, 2, 3, 4]]", ()),
+    # MySQL's JSON functions fail (3157) past 100 levels: still MQ006
+    ("nested_101", "[" * 101 + "]" * 101, ()),
 ]
 METADATA_VALUES = [
     ("empty", "", ()),
@@ -127,6 +129,8 @@ METADATA_VALUES = [
     ("string", '"text"', ()),
     ("number", "5", ()),
     ("json_null", "null", ()),
+    # past MySQL's JSON parser (3157 from JSON_VALID) and MariaDB's
+    ("nested_101", '{"a": ' * 100 + "{}" + "}" * 100, ()),
 ]
 OFFSETS_VALUES = [
     ("null", None, ()),
@@ -147,8 +151,22 @@ MESSAGES_VALUES = [
     ("empty", "", ()),
     ("not_json", "nope", ()),
     ("object", '{"payload": "x"}', ()),
+    # JSON_TABLE's own errors (MariaDB: 4037 here, 4038 ...) are MQ009 too
+    ("truncated", "[{", ()),
+    ("nested_101", '[{"payload": "x", "metadata": ' + '{"a": ' * 98 + "{}" + "}" * 98 + "}]", ()),
     ("empty_array", "[]", ()),
     ("too_many", json.dumps([{"payload": "x"}] * 100_001), ()),
+]
+
+ACL_USER_VALUES = [("null", None, ()), ("empty", "", ()), ("81_chars", "u" * 81, ())]
+ACL_OPERATION_VALUES = [("other", "read", ()), ("upper_case", "PUBLISH", ()), ("empty", "", ())]
+ACL_PATTERN_VALUES = [
+    ("empty", "", ()),
+    ("star_inside", "a*b", ()),
+    ("two_stars", "**", ()),
+    ("space", "a b", ()),
+    ("percent", "a%", ()),
+    ("192_chars_no_star", "a" * 192, ()),
 ]
 
 # queue_publish_message's bad values, and queue_publish_hinted's
@@ -341,6 +359,27 @@ PARAM_KINDS: dict[str, dict[str, list]] = {
         "p_now": NOW_VALUES,
     },
     "queue_version": {},
+    "queue_group_configure": {
+        "p_group": IDENTIFIER_REQUIRED,
+        "p_topic": IDENTIFIER_REQUIRED,
+        "p_max_attempts": count_values(1000, allow_null=True),
+        # an ordinary topic (not named or marked as a DLQ) is no DLQ topic, nor the topic itself
+        "p_dlq_topic": [*IDENTIFIER_OPTIONAL, ("ordinary", "payments", ()), ("self", "orders", ())],
+    },
+    "queue_topic_dlq": {
+        "p_topic": IDENTIFIER_REQUIRED,
+        "p_dlq": [("null", None, ()), ("two", 2, ()), ("negative", -1, ())],
+    },
+    "queue_acl_grant": {
+        "p_user": ACL_USER_VALUES,
+        "p_operation": [("null", None, ()), *ACL_OPERATION_VALUES],
+        "p_pattern": [("null", None, ()), *ACL_PATTERN_VALUES],
+    },
+    "queue_acl_revoke": {
+        "p_user": ACL_USER_VALUES,
+        "p_operation": ACL_OPERATION_VALUES,
+        "p_pattern": ACL_PATTERN_VALUES,
+    },
 }
 
 # Free-form text parameters the procedures store as given (any value, NULL included, is valid).

@@ -27,6 +27,7 @@ import mysqlq
 from mysqlq import _sql, version
 from mysqlq.schema import migrate
 from mysqlq.schema.freeze import list_revisions
+from mysqlq.tools import harness
 from mysqlq.tools.harness import ThrowawayDatabase
 
 MIGRATIONS = ROOT / "migrations"
@@ -265,6 +266,10 @@ def test_upgrade_keeps_every_message_of_a_populated_0002_database(
     assert migrate.current(empty_db.dsn) == head
     conn = empty_db.connect()
     version.check_version(conn, _sql.PROTOCOL_VERSION)
+    # since 1.9 a caller's p_now is honoured only where the admin enabled the test clock
+    cur = conn.cursor()
+    harness.enable_test_clock(cur)
+    cur.close()
     # every message with the same place, key, id, payload and metadata, and the new columns empty
     assert _log(conn) == log_0002
     added = rows(conn, "SELECT DISTINCT kind, content_type, priority FROM queue_messages")

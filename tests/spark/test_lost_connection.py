@@ -112,7 +112,10 @@ def test_a_write_survives_a_killed_connection(spark, dsn, conn, with_ids):
 
     # the writer itself recovered: the task was not failed and retried by Spark
     assert len(killer.stages) == 1
-    stage = spark.sparkContext.statusTracker().getStageInfo(killer.stages[0])
+    # (the status tracker learns of the task's end from Spark's listener bus, after save() returns)
+    tracker = spark.sparkContext.statusTracker()
+    wait_until(lambda: tracker.getStageInfo(killer.stages[0]).numCompletedTasks > 0, 30)
+    stage = tracker.getStageInfo(killer.stages[0])
     assert (stage.numTasks, stage.numCompletedTasks, stage.numFailedTasks) == (1, 1, 0)
     # killed once, while it ran a chunk after earlier chunks of the same task had committed
     assert 0 < once.rows_before(conn, "test_gate") < ROWS

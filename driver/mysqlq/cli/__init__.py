@@ -13,7 +13,8 @@ red line on stderr and exit with status 1.
     mysqlq dashboard [--allow-actions]         a web page of it all (needs mysqlq[dashboard])
     mysqlq gc [--limit N] [--json]             delete (or archive) what every group has passed
     mysqlq doctor [--fix] [--json] [--role R]  check event, binlog, group, primary, grants
-    mysqlq grants                              GRANT statements for the three account kinds
+    mysqlq grants                              GRANT statements (and access rules) per role
+    mysqlq group configure GROUP TOPIC         a group's max attempts and DLQ topic (admin)
     mysqlq demo                                publish and consume a few thousand messages
     mysqlq bench                               mysqlq beside other queues on one server
     mysqlq spark archive|dlq-report            Spark pipelines (needs mysqlq[spark])
@@ -33,6 +34,7 @@ from mysqlq.cli.dlq import dlq
 from mysqlq.cli.doctor import doctor
 from mysqlq.cli.gc import gc
 from mysqlq.cli.grants import grants
+from mysqlq.cli.group import group_cli
 from mysqlq.cli.migrate import migrate
 from mysqlq.cli.publish import publish
 from mysqlq.cli.spark import spark_group
@@ -58,6 +60,7 @@ for _command in (
     gc,
     doctor,
     grants,
+    group_cli,
     demo,
     bench,
     spark_group,

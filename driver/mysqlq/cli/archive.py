@@ -7,7 +7,6 @@ import datetime
 import json
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from mysqlq import codec
@@ -18,7 +17,9 @@ from mysqlq.cli._common import (
     err_console,
     errors,
     local_time,
+    markup,
     open_client,
+    printable,
 )
 from mysqlq.errors import Error, InvalidArgument
 
@@ -45,9 +46,9 @@ def archive_list(dsn: str | None, topic: str, limit: int, as_json: bool) -> None
         echo_json(rows)
         return
     if not rows:
-        err_console.print(f"the archive of {escape(topic)} is empty")
+        err_console.print(f"the archive of {markup(topic)} is empty")
         return
-    table = Table(title=f"archive of {escape(topic)}")
+    table = Table(title=f"archive of {markup(topic)}")
     for col in ("partition", "offset"):
         table.add_column(col, justify="right")
     table.add_column("key")
@@ -60,9 +61,9 @@ def archive_list(dsn: str | None, topic: str, limit: int, as_json: bool) -> None
         table.add_row(
             str(r["partition_id"]),
             str(r["offset"]),
-            escape(r["partition_key"] or ""),
-            escape(r["id"]),
-            escape(r["kind"] or ""),
+            markup(r["partition_key"] or ""),
+            markup(r["id"]),
+            markup(r["kind"] or ""),
             str(r["priority"]),
             local_time(r["published_at"]),
             local_time(r["archived_at"]),
@@ -100,10 +101,10 @@ def archive_show(dsn: str | None, topic: str, message_id: str, as_json: bool) ->
                 v = f"{v} ({local_time(v)})"
             elif k == "metadata" and v is not None:
                 v = json.dumps(v, ensure_ascii=False)
-            click.echo(f"{k}: {'' if v is None else v}")
+            click.echo(f"{k}: {'' if v is None else printable(str(v))}")
         if "payload" in entry:
             click.echo("payload (text):")
-            click.echo(entry["payload"])
+            click.echo(printable(entry["payload"]))
         else:
             click.echo("payload (base64):")
             click.echo(entry["payload_b64"])
@@ -149,7 +150,7 @@ def archive_purge(
         with open_client(dsn) as client:
             purged = client.archive_purge(topic, before_ms, limit)
     err_console.print(
-        f"purged {purged} archived message{'s' * (purged != 1)} of {escape(topic)}",
+        f"purged {purged} archived message{'s' * (purged != 1)} of {markup(topic)}",
         soft_wrap=True,
     )
     click.echo(purged)

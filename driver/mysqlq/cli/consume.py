@@ -4,7 +4,6 @@ prints each message as a JSON line (the format is codec's)."""
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import os
 import sys
@@ -13,18 +12,26 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-from rich.markup import escape
 
 from mysqlq import codec, retry
-from mysqlq.cli._common import DSN_OPTION, err_console, errors
+from mysqlq.cli._common import DSN_OPTION, err_console, errors, json_text, markup, printable
+from mysqlq.errors import redact_dsn
 from mysqlq.policy import AckPolicy
+
+
+class _SafeFormatter(logging.Formatter):
+    """Log lines for a terminal: a handler's error may quote a payload (control characters
+    escaped), an error a DSN (its password redacted)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(redact_dsn(super().format(record)))
 
 
 def _printing_handler() -> Callable[[Any], None]:
     lock = threading.Lock()
 
     def handle(msg: Any) -> None:
-        line = json.dumps(codec.message_json(msg), ensure_ascii=False, default=str)
+        line = json_text(codec.message_json(msg))
         with lock:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
@@ -213,9 +220,9 @@ def consume(
     from mysqlq.subscriber import Subscriber
 
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
-    logging.basicConfig(
-        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    log_handler = logging.StreamHandler(sys.stderr)
+    log_handler.setFormatter(_SafeFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[log_handler])
     handlers = _handlers(handler_specs)
     with errors():
         sub = Subscriber(
@@ -238,7 +245,7 @@ def consume(
             dlq_topic=dlq_topic,
         )
         err_console.print(
-            f"consuming {escape(topic)} as group {escape(group)}, subscriber {escape(sub.name)}"
+            f"consuming {markup(topic)} as group {markup(group)}, subscriber {markup(sub.name)}"
             " (Ctrl-C or SIGTERM stops)",
             soft_wrap=True,
         )

@@ -27,7 +27,23 @@ _EXTRA_MODULES = {"starlette", "uvicorn", "jinja2", "anyio", "h11"}
 @click.option(
     "--allow-actions",
     is_flag=True,
-    help="Offer redrive and seek (each with a confirmation). Off: the dashboard only reads.",
+    help="Offer redrive and seek (each with a confirmation); needs a token, on 127.0.0.1 too. "
+    "Off: the dashboard only reads.",
+)
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Another name the dashboard answers to (repeatable), e.g. a reverse proxy's; "
+    "localhost, 127.0.0.1, [::1] and --host always are. Other Host headers get 400.",
+)
+@click.option(
+    "--session-hours",
+    type=float,
+    default=12.0,
+    show_default=True,
+    help="Hours a browser's login lasts (logging out ends it at once).",
 )
 @click.option(
     "--root-path",
@@ -66,6 +82,8 @@ def dashboard(
     port: int,
     token: str | None,
     allow_actions: bool,
+    allowed_hosts: tuple[str, ...],
+    session_hours: float,
     root_path: str,
     forwarded_allow_ips: str,
     refresh: float,
@@ -75,9 +93,10 @@ def dashboard(
 ) -> None:
     """Serve a web page of topics, groups, partitions, subscribers and dead letters.
 
-    Read-only unless --allow-actions. Binds to 127.0.0.1 unless told otherwise; give a token
-    (MYSQLQ_DASHBOARD_TOKEN) before listening anywhere else. Use an account with the grants of
-    `mysqlq grants --role reader` (with --allow-actions: `--role admin`).
+    Read-only unless --allow-actions (which needs a token). Binds to 127.0.0.1 unless told
+    otherwise; give a token (MYSQLQ_DASHBOARD_TOKEN) before listening anywhere else. Use an
+    account with the grants of `mysqlq grants --role reader` (with --allow-actions:
+    `--role operator`).
     """
     from mysqlq.connection import resolve_dsn
 
@@ -97,6 +116,8 @@ def dashboard(
             port=port,
             token=token or None,
             allow_actions=allow_actions,
+            allowed_hosts=allowed_hosts,
+            session_lifetime=session_hours * 3600,
             root_path=root_path.rstrip("/") if root_path != "/" else "",
             forwarded_allow_ips=forwarded_allow_ips,
             refresh=refresh,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from mysqlq import codec
@@ -16,7 +15,9 @@ from mysqlq.cli._common import (
     err_console,
     errors,
     local_time,
+    markup,
     open_client,
+    printable,
 )
 from mysqlq.errors import Error
 
@@ -39,9 +40,9 @@ def dlq_list(dsn: str | None, dlq_topic: str, limit: int, as_json: bool) -> None
         echo_json(rows)
         return
     if not rows:
-        err_console.print(f"{escape(dlq_topic)} is empty")
+        err_console.print(f"{markup(dlq_topic)} is empty")
         return
-    table = Table(title=escape(dlq_topic))
+    table = Table(title=markup(dlq_topic))
     for col in ("partition", "offset"):
         table.add_column(col, justify="right")
     table.add_column("key")
@@ -53,11 +54,11 @@ def dlq_list(dsn: str | None, dlq_topic: str, limit: int, as_json: bool) -> None
         table.add_row(
             str(r["partition_id"]),
             str(r["offset"]),
-            escape(r["partition_key"] or ""),
-            escape(f"{r['origin_topic']}/{r['origin_group']}@{r['origin_offset']}"),
+            markup(r["partition_key"] or ""),
+            markup(f"{r['origin_topic']}/{r['origin_group']}@{r['origin_offset']}"),
             str(r["failures"]),
             local_time(r["failed_at"]),
-            escape(r["last_error"] or ""),
+            markup(r["last_error"] or ""),
         )
     console.print(table)
     if len(rows) == limit:
@@ -89,10 +90,10 @@ def dlq_show(
             v = f"{v} ({local_time(v)})"
         elif k == "metadata" and v is not None:
             v = json.dumps(v, ensure_ascii=False)
-        click.echo(f"{k}: {'' if v is None else v}")
+        click.echo(f"{k}: {'' if v is None else printable(str(v))}")
     if "payload" in entry:
         click.echo("payload (text):")
-        click.echo(entry["payload"])
+        click.echo(printable(entry["payload"]))
     else:
         click.echo("payload (base64):")
         click.echo(entry["payload_b64"])
@@ -116,7 +117,7 @@ def dlq_redrive(dsn: str | None, dlq_topic: str, limit: int | None) -> None:
             if n < ask:
                 break
     err_console.print(
-        f"redrove {total} entr{'y' if total == 1 else 'ies'} of {escape(dlq_topic)}",
+        f"redrove {total} entr{'y' if total == 1 else 'ies'} of {markup(dlq_topic)}",
         soft_wrap=True,
     )
     click.echo(total)

@@ -7,7 +7,7 @@ import json
 import click
 
 from mysqlq import doctor as checks
-from mysqlq.cli._common import DSN_OPTION, errors
+from mysqlq.cli._common import DSN_OPTION, errors, printable
 from mysqlq.connection import resolve_dsn
 
 MARKS = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "error": ("error", "red")}
@@ -36,9 +36,10 @@ def doctor(dsn: str | None, fix: bool, role: str | None, as_json: bool) -> None:
     else:
         for check in report.checks:
             word, colour = MARKS[check.status]
-            click.echo(f"{click.style(f'{word:>5}', fg=colour)}  {check.name:<12} {check.detail}")
+            detail = printable(check.detail, lines=False)
+            click.echo(f"{click.style(f'{word:>5}', fg=colour)}  {check.name:<12} {detail}")
         for fixed in report.fixed:
-            click.echo(f"{click.style('fixed', fg='green')}  {fixed}")
+            click.echo(f"{click.style('fixed', fg='green')}  {printable(fixed)}")
         click.echo("healthy" if report.healthy else "not healthy")
     if not report.healthy:
         raise SystemExit(1)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import click
-from rich.markup import escape
 
-from mysqlq.cli._common import DSN_OPTION, err_console, errors, where
+from mysqlq.cli._common import DSN_OPTION, err_console, errors, markup, where
 from mysqlq.connection import DSN_ENV
 
 
@@ -39,10 +38,11 @@ def migrate(
         mysqlq migrate --sql | mariadb -h HOST -u USER -p DBNAME
     """
     from alembic.util.exc import CommandError
+    from sqlalchemy.exc import DBAPIError
 
     from mysqlq.schema import migrate as migrations
 
-    with errors(CommandError):
+    with errors(CommandError, DBAPIError):
         if offline:
             script = migrations.offline_script(
                 downgrade_to or revision,
@@ -58,4 +58,4 @@ def migrate(
         else:
             migrations.upgrade(dsn, revision)
         now = migrations.current(dsn)
-        err_console.print(f"mysqlq schema of {escape(where(dsn))} is at revision {now or 'base'}")
+        err_console.print(f"mysqlq schema of {markup(where(dsn))} is at revision {now or 'base'}")

@@ -6,11 +6,10 @@ import sys
 from typing import Any
 
 import click
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from mysqlq import codec
-from mysqlq.cli._common import DSN_OPTION, echo_json, err_console, errors, open_client
+from mysqlq.cli._common import DSN_OPTION, echo_json, err_console, errors, markup, open_client
 
 
 @click.command()
@@ -131,5 +130,5 @@ def _publish(
     n = len(messages)
     extra = f" ({duplicates} duplicate{'s' * (duplicates != 1)})" if duplicates else ""
     err_console.print(
-        f"published {n} message{'s' * (n != 1)} to {escape(topic)}{extra}", soft_wrap=True
+        f"published {n} message{'s' * (n != 1)} to {markup(topic)}{extra}", soft_wrap=True
     )

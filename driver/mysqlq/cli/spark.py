@@ -6,10 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
-from mysqlq.cli._common import DSN_OPTION, console, echo_json, err_console, errors, fail
+from mysqlq.cli._common import (
+    DSN_OPTION,
+    console,
+    echo_json,
+    err_console,
+    errors,
+    fail,
+    markup,
+)
 
 MASTER_OPTION = click.option(
     "--master",
@@ -60,7 +67,7 @@ def spark_archive(
         return
     console.print(
         f"archived {result.archived:,} messages of {result.partitions:,} partitions "
-        f"({', '.join(result.topics) or 'nothing new'}) to {escape(path)}"
+        f"({markup(', '.join(result.topics)) or 'nothing new'}) to {markup(path)}"
     )
     if result.missed:
         err_console.print(
@@ -106,13 +113,13 @@ def spark_dlq_report(
     for r in rows:
         table.add_row(
             str(r["day"]),
-            escape(str(r["topic"])),
-            escape(str(r["group"])),
-            escape(str(r["error"])[:120]),
-            escape(str(r["dlq_topic"])),
+            markup(str(r["topic"])),
+            markup(str(r["group"])),
+            markup(str(r["error"])[:120]),
+            markup(str(r["dlq_topic"])),
             f"{r['messages']:,}",
             f"{r['attempts'] or 0:,}",
         )
     console.print(table)
     if output:
-        err_console.print(f"report written to {escape(output)}")
+        err_console.print(f"report written to {markup(output)}")

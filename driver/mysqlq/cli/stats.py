@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
-from mysqlq.cli._common import DSN_OPTION, console, echo_json, err_console, errors, open_client
+from mysqlq.cli._common import (
+    DSN_OPTION,
+    console,
+    echo_json,
+    err_console,
+    errors,
+    markup,
+    open_client,
+)
 
 
 @click.command()
@@ -32,7 +39,7 @@ def stats(dsn: str | None, topic: str | None, as_json: bool, by_kind: bool) -> N
         echo_json(rows)
         return
     if not rows:
-        err_console.print("no subscriptions" + (f" on {escape(topic)}" if topic else ""))
+        err_console.print("no subscriptions" + (f" on {markup(topic)}" if topic else ""))
         return
     table = Table(title="mysqlq")
     table.add_column("topic", overflow="fold")
@@ -41,8 +48,8 @@ def stats(dsn: str | None, topic: str | None, as_json: bool, by_kind: bool) -> N
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(
-            escape(str(r["topic"])),
-            escape(str(r["group_name"])),
+            markup(str(r["topic"])),
+            markup(str(r["group_name"])),
             f"{r['partitions']:,}",
             f"{r['lag']:,}",
             f"{r['in_flight']:,}",
@@ -59,7 +66,7 @@ def _backlog(dsn: str | None, topic: str | None, as_json: bool) -> None:
         echo_json(rows)
         return
     if not rows:
-        err_console.print("no backlog" + (f" on {escape(topic)}" if topic else ""))
+        err_console.print("no backlog" + (f" on {markup(topic)}" if topic else ""))
         return
     table = Table(title="mysqlq backlog by kind and priority")
     for col in ("topic", "group", "kind"):
@@ -68,9 +75,9 @@ def _backlog(dsn: str | None, topic: str | None, as_json: bool) -> None:
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(
-            escape(str(r["topic"])),
-            escape(str(r["group_name"])),
-            escape("-" if r["kind"] is None else str(r["kind"])),
+            markup(str(r["topic"])),
+            markup(str(r["group_name"])),
+            markup("-" if r["kind"] is None else str(r["kind"])),
             str(r["priority"]),
             f"{r['messages']:,}",
         )

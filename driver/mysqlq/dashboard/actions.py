@@ -1,9 +1,11 @@
 """The dashboard's only writes, through the driver's admin calls: redrive and seek.
 
-They exist only when the dashboard was started with ``--allow-actions``, and run on a
-:class:`mysqlq.Client` of their own (the read pool's sessions are read-only). The account of the
-DSN then needs what ``mysqlq grants --role admin`` gives (``queue_redrive``,
-``queue_redrive_one``, ``queue_seek``).
+They exist only when the dashboard was started with ``--allow-actions`` (and a token), and run
+on a :class:`mysqlq.Client` of their own (the read pool's sessions are read-only). The account
+of the DSN then needs what ``mysqlq grants --role operator`` gives: ``EXECUTE`` on exactly the
+procedures called here (``queue_redrive``, ``queue_redrive_one``, ``queue_seek``:
+``mysqlq.schema.grants.OPERATOR_PROCEDURES``) and ``queue_version``, and the reader's ``SELECT``
+on the queue's tables for the pages. No admin account, no DDL.
 
 ``queue_redrive(dlq_topic, n)`` sends the first ``n`` entries not yet redriven, in its own
 order (DLQ partition, then offset); ``queue_redrive_one`` sends exactly one entry. Neither sends

@@ -7,15 +7,18 @@ for scripts. Reads run in Starlette's thread pool on the reader's connections; t
 (``--allow-actions`` only) are a GET that shows a confirmation form and a POST that does it.
 
 Every failure is a page (or JSON for ``/api`` and refreshes) with a fitting status, never a
-traceback: bad input 400, unknown topic, group or entry 404, no or wrong token 401, actions
-off or a database account without the privilege 403, a database that cannot be reached or
-is not migrated 503, anything else 500 (the traceback goes to the server's log only).
+traceback: bad input 400, unknown topic, group or entry 404, no or wrong token 401 (429 after
+too many wrong ones), actions off, a form from another origin or a database account without
+the privilege 403, a database that cannot be reached or is not migrated 503, anything else 500
+(the traceback goes to the server's log only). A Host that is not the dashboard's gets a bare
+400 (``gate``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -39,7 +42,7 @@ from mysqlq.dashboard.history import History, Sampler
 from mysqlq.dashboard.inputs import NAME, NUMBER, form_fields, int_param, name_param, safe_next
 from mysqlq.dashboard.pages import Pages, jsonable
 from mysqlq.dashboard.reader import Busy, Pool, Reader
-from mysqlq.dashboard.security import CSRF_COOKIE, SESSION_COOKIE, Guard
+from mysqlq.dashboard.security import CSRF_COOKIE, SESSION_COOKIE, Guard, Hosts
 from mysqlq.dashboard.settings import Settings
 
 __all__ = ["Dashboard", "create_app"]
@@ -64,7 +67,11 @@ class Dashboard:
         self.sampler = Sampler(self.reader.overview, self.history, settings.sample_interval)
         self.pages = Pages(self.reader, self.history)
         self.actions = Actions(settings.dsn) if settings.allow_actions else None
-        self.guard = Guard(settings.token)
+        self.guard = Guard(
+            settings.token,
+            hosts=Hosts(settings.host, settings.allowed_hosts),
+            session_lifetime=settings.session_lifetime,
+        )
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(str(HERE / "templates")),
             autoescape=True,
@@ -151,10 +158,13 @@ class Dashboard:
         request.state.csrf = self.guard.csrf_token(nonce)
         return new
 
-    def cookie(self, request: Request, response: Response, name: str, value: str) -> None:
+    def cookie(
+        self, request: Request, response: Response, name: str, value: str, **kw: Any
+    ) -> None:
         response.set_cookie(
             name,
             value,
+            **kw,
             httponly=True,
             samesite="strict",
             secure=request.url.scheme == "https",
@@ -304,8 +314,8 @@ class Dashboard:
             raise Problem(
                 403,
                 "Actions are off",
-                "This dashboard is read-only. Start it with --allow-actions to redrive dead "
-                "letters and seek groups.",
+                "This dashboard is read-only. Start it with --allow-actions (and a token) to "
+                "redrive dead letters and seek groups.",
             )
         return self.actions
 
@@ -418,14 +428,26 @@ class Dashboard:
         target = safe_next(fields.get("next"))
         if not self.guard.required:
             return RedirectResponse(self.url(request)(target), status_code=303)
-        if not self.guard.token_matches(fields.get("token")):
+        client = request.client.host if request.client else ""
+        verdict, wait = self.guard.check_token(client, fields.get("token"))
+        if verdict == "locked":
+            seconds = str(math.ceil(wait))
+            detail = f"Too many wrong tokens came from your address: try again in {seconds} s."
+            response = self.render(
+                request, "login.html", 429, title="Log in", next=target, wrong=False, detail=detail
+            )
+            response.headers["Retry-After"] = seconds
+            return response
+        if verdict != "ok":
             return self.render(request, "login.html", 401, title="Log in", next=target, wrong=True)
         base = request.scope.get("root_path", "")
         response = RedirectResponse(base + target, status_code=303)
-        self.cookie(request, response, SESSION_COOKIE, self.guard.session_value())
+        lifetime = int(self.guard.session_lifetime)
+        self.cookie(request, response, SESSION_COOKIE, self.guard.new_session(), max_age=lifetime)
         return response
 
     def logout(self, request: Request) -> Response:
+        self.guard.revoke(request.cookies.get(SESSION_COOKIE))
         base = request.scope.get("root_path", "")
         response = RedirectResponse(base + "/login", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path=base + "/")
@@ -455,7 +477,7 @@ class Dashboard:
                 "The database refused",
                 text,
                 "The dashboard's account needs the grants of `mysqlq grants --role reader` "
-                "(and, with --allow-actions, `--role admin`).",
+                "(with --allow-actions: `--role operator`).",
             )
         if isinstance(err, errors.SchemaMismatch):
             return self.error_response(request, 503, "No usable mysqlq schema", text)

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from mysqlq.connection import parse_dsn
 from mysqlq.errors import InvalidArgument
 
-__all__ = ["Settings", "is_loopback"]
+__all__ = ["SESSION_LIFETIME", "Settings", "is_loopback", "redact_dsn", "split_host"]
 
 _PREFIX = re.compile(r"^(/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)*$")
+_HOST = re.compile(r"[a-z0-9._:-]{1,253}")
+_PORT = re.compile(r"[0-9]{1,5}")
+SESSION_LIFETIME = 12 * 3600.0  # seconds a browser's login lasts (--session-hours)
 
 
 def is_loopback(host: str) -> bool:
@@ -21,6 +24,43 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def split_host(value: str) -> tuple[str, int | None] | None:
+    """``name``, ``name:port``, ``[v6]``, ``[v6]:port`` or a bare IPv6 address -> (the host in
+    lower case, without brackets or a trailing dot; the port or None); None when malformed."""
+    value = value.strip().lower()
+    port = ""
+    if value.startswith("["):
+        value, bracket, rest = value[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            return None
+        port = rest[1:] if rest else ""
+        if rest and not port:
+            return None
+    elif value.count(":") == 1:
+        value, _, port = value.partition(":")
+        if not port:
+            return None
+    host = value.rstrip(".")
+    if not _HOST.fullmatch(host) or (port and not _PORT.fullmatch(port)):
+        return None
+    if port and int(port) > 65535:
+        return None
+    return host, int(port) if port else None
+
+
+def redact_dsn(dsn: str) -> str:
+    """The DSN with ``***`` for its password, whatever characters the password has (the user
+    info is everything before the last ``@``); a text that is not a URL is hidden whole."""
+    scheme, sep, rest = dsn.partition("://")
+    if not sep:
+        return "***"
+    userinfo, at, where = rest.rpartition("@")
+    if not at:
+        return dsn
+    user, colon, _password = userinfo.partition(":")
+    return f"{scheme}://{user}{':***' if colon else ''}@{where}"
 
 
 @dataclass(frozen=True)
@@ -39,6 +79,17 @@ class Settings:
     history: float = 900.0  # seconds of history kept
     pool_size: int = 4
     access_log: bool = False
+    # more names the Host header may give (a reverse proxy's); loopback names are always allowed
+    allowed_hosts: tuple[str, ...] = ()
+    session_lifetime: float = SESSION_LIFETIME  # seconds
+
+    def __repr__(self) -> str:  # never the password or the token
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        shown["dsn"] = redact_dsn(self.dsn)
+        shown["token"] = None if self.token is None else "***"
+        return "Settings(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
+    __str__ = __repr__
 
     def check(self) -> Settings:
         """Raise InvalidArgument for settings that cannot work or are unsafe; return self."""
@@ -50,10 +101,21 @@ class Settings:
             )
         if self.token is not None and len(self.token) < 16:
             raise InvalidArgument("the dashboard token must be at least 16 characters")
-        if self.allow_actions and not self.token and not is_loopback(self.host):
+        if self.allow_actions and not self.token:
             raise InvalidArgument(
-                f"--allow-actions on {self.host} (not a loopback address) needs a token: "
-                "give --token or set MYSQLQ_DASHBOARD_TOKEN"
+                "--allow-actions needs a token, on 127.0.0.1 too (any web page this machine's "
+                "browser opens could reach it): give --token or set MYSQLQ_DASHBOARD_TOKEN"
+            )
+        for name in self.allowed_hosts:
+            if split_host(name) is None:
+                raise InvalidArgument(
+                    f"--allowed-host must be a host name or address (with an optional :port), "
+                    f"not {name!r}"
+                )
+        if not 60 <= self.session_lifetime <= 30 * 86400:
+            raise InvalidArgument(
+                "the session lifetime (--session-hours) must be 1 minute to 30 days, not "
+                f"{self.session_lifetime:g} s"
             )
         for name, value, low in (
             ("--refresh", self.refresh, 0.2),

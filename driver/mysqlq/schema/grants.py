@@ -11,6 +11,10 @@ included) and nothing that writes, for ``mysqlq dashboard`` without ``--allow-ac
 ``mysqlq stats`` and ``mysqlq dlq list|show``. Its grants name each table rather than the
 database, so it cannot read the application's own tables beside the queue's.
 
+The operator is the reader plus ``EXECUTE`` on exactly the procedures of the dashboard's actions
+(``OPERATOR_PROCEDURES``: redrive and seek), for ``mysqlq dashboard --allow-actions``: those
+procedures are the admin's too, and the operator has none of the admin's other privileges.
+
 The statements grant to plain accounts (``'user'@'host'``), not to roles. Roles exist on both
 servers but behave differently: MySQL needs ``SET DEFAULT ROLE`` (or
 ``activate_all_roles_on_login``) before a granted role is active, MariaDB takes a single
@@ -30,13 +34,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
+    "ACL_OPERATIONS",
     "ADMIN_PROCEDURES",
     "ADMIN_TABLE_PRIVILEGES",
     "CONSUMER_PROCEDURES",
+    "OPERATOR_PROCEDURES",
     "PUBLISHER_PROCEDURES",
     "READER_TABLES",
     "SHARED_PROCEDURES",
     "Account",
+    "acl_statements",
     "grant_statements",
     "parse_account",
 ]
@@ -66,8 +73,9 @@ CONSUMER_PROCEDURES = (
     "queue_ack_tx",
     "queue_nack_tx",
     "queue_dead_letter_tx",
-    # subscribers tick GC and heartbeat cleanup (one run per interval; deletes only what every
-    # group has passed, G9)
+    # subscribers tick GC and heartbeat cleanup where no event runs (after a failover): one run
+    # per interval, at most a minute apart, by the server's clock only (no p_now without the
+    # test clock), deleting only what every group has passed and its retention allows (G9)
     "queue_maintenance_tick",
 )
 # what changes other groups' or the topic's state, or deletes: the admin's alone
@@ -83,8 +91,17 @@ ADMIN_PROCEDURES = (
     "queue_redrive_one",
     "queue_gc",
     "queue_maintenance",
+    # a group's settings are the admin's (queue_subscribe only creates or joins)
+    "queue_group_configure",
+    "queue_topic_dlq",
+    # access rules: which topics and groups an account may use
+    "queue_acl_grant",
+    "queue_acl_revoke",
 )
 SHARED_PROCEDURES = ("queue_version",)  # every account may ask the protocol version
+# the operator: `mysqlq dashboard --allow-actions` (mysqlq.dashboard.actions), exactly the admin
+# procedures its actions call, plus the reader's SELECT; not in the one-role-per-routine check
+OPERATOR_PROCEDURES = ("queue_redrive", "queue_redrive_one", "queue_seek")
 # what the reader may SELECT: every table of the protocol (docs/protocol.md), not the database
 READER_TABLES = (
     "queue_topics",
@@ -97,6 +114,9 @@ READER_TABLES = (
     "queue_subscriptions",
     "queue_maintenance_schedule",
     "queue_archive",
+    # the access rules and the admin's switches (no secret: user names, patterns, test_clock)
+    "queue_acl",
+    "queue_settings",
 )
 # the migration installs tables, routines and events and stamps its version table; `mysqlq stats`
 # and `mysqlq dlq` read the tables
@@ -122,6 +142,9 @@ ADMIN_TABLE_PRIVILEGES = (
 )
 
 _IDENT = re.compile(r"^[A-Za-z0-9_$]{1,64}$")
+# an access rule's pattern (queue_acl): a topic or group name, or a prefix of one and '*'
+_PATTERN = re.compile(r"^[A-Za-z0-9._:/-]{0,191}\*?$")
+ACL_OPERATIONS = ("publish", "consume", "group")
 
 
 @dataclass(frozen=True)
@@ -163,14 +186,15 @@ def grant_statements(
     admin: Account | None = Account("mysqlq_admin"),
     create_users: bool = False,
     reader: Account | None = None,
+    operator: Account | None = None,
 ) -> list[str]:
     """The statements that give each account what its role needs in ``database``, and nothing
-    more. ``None`` leaves an account out (the reader is left out unless given). ``create_users``
-    adds ``CREATE USER IF NOT EXISTS`` (without a password: set one with ``ALTER USER ...
-    IDENTIFIED BY ...``)."""
+    more. ``None`` leaves an account out (the reader and the operator are left out unless
+    given). ``create_users`` adds ``CREATE USER IF NOT EXISTS`` (without a password: set one with
+    ``ALTER USER ... IDENTIFIED BY ...``)."""
     db = _database(database)
     out: list[str] = []
-    for account in (publisher, consumer, admin, reader):
+    for account in (publisher, consumer, admin, reader, operator):
         if account is not None and create_users:
             out.append(f"CREATE USER IF NOT EXISTS {account.sql()};")
     if publisher is not None:
@@ -182,4 +206,29 @@ def grant_statements(
     if reader is not None:
         out += [f"GRANT SELECT ON {db}.`{t}` TO {reader.sql()};" for t in READER_TABLES]
         out += _execute(db, SHARED_PROCEDURES, "PROCEDURE", reader)
+    if operator is not None:
+        out += [f"GRANT SELECT ON {db}.`{t}` TO {operator.sql()};" for t in READER_TABLES]
+        out += _execute(db, (*OPERATOR_PROCEDURES, *SHARED_PROCEDURES), "PROCEDURE", operator)
+    return out
+
+
+def acl_statements(
+    database: str, account: Account, operation: str, patterns: Iterable[str]
+) -> list[str]:
+    """The ``CALL queue_acl_grant`` statements that limit ``account`` (its user name, on every
+    host: the routines know the login's user, not the account's host pattern) to the topics
+    (``publish``, ``consume``) or groups (``group``) matching ``patterns``. Run them as the admin,
+    after the migration."""
+    if operation not in ACL_OPERATIONS:
+        raise ValueError(f"operation must be one of {', '.join(ACL_OPERATIONS)}: {operation!r}")
+    db = _database(database)
+    out = []
+    for pattern in patterns:
+        if not pattern or not _PATTERN.match(pattern):
+            raise ValueError(
+                "a topic or group pattern is a name of A-Z a-z 0-9 . _ - : / (1 to 191), "
+                f"or a prefix of one followed by *: {pattern!r}"
+            )
+        user = _quote_string(account.user)
+        out.append(f"CALL {db}.`queue_acl_grant`({user}, '{operation}', '{pattern}');")
     return out

@@ -28,6 +28,7 @@ __all__ = [
     "create_database",
     "drop_database",
     "drop_stale",
+    "enable_test_clock",
     "head_schema",
     "install_schema",
     "random_name",
@@ -81,11 +82,14 @@ def install_schema(
     revision: str | None,
     *,
     disable_events: bool = False,
+    test_clock: bool = False,
 ) -> None:
     """Install ``objects`` into the (empty) database ``name`` with a raw cursor and stamp it.
 
     ``disable_events``: leave the events DISABLED, so that a server whose event scheduler is on
-    (MySQL's default) runs no maintenance behind a test or a measurement.
+    (MySQL's default) runs no maintenance behind a test or a measurement. ``test_clock``: let the
+    routines honour a caller's ``p_now`` (the admin's switch in ``queue_settings``; a schema older
+    than protocol 1.9 has none and honours it anyway).
     """
     if disable_events:
         # created DISABLED: an event created enabled could run once before an ALTER disables it
@@ -104,8 +108,19 @@ def install_schema(
             for obj in objects:
                 if obj.kind == "event":
                     cur.execute(f"ALTER EVENT `{obj.name}` DISABLE")
+        if test_clock and any(o.kind == "table" and o.name == "queue_settings" for o in objects):
+            enable_test_clock(cur)
     finally:
         cur.close()
+
+
+def enable_test_clock(cursor: Any) -> None:
+    """Let the routines of the cursor's database honour a caller's ``p_now`` (tests only: no
+    production database should have this row; docs/operations.md, "Security model")."""
+    cursor.execute(
+        "INSERT INTO queue_settings (setting, value) VALUES ('test_clock', 'on') "
+        "ON DUPLICATE KEY UPDATE value = 'on'"
+    )
 
 
 def drop_stale(
@@ -138,6 +153,9 @@ class ThrowawayDatabase:
     server_dsn: str
     name: str
     connections: list[Any] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return f"ThrowawayDatabase({connection.redact_dsn(self.dsn)!r})"
 
     @property
     def dsn(self) -> str:
@@ -189,6 +207,7 @@ def throwaway_database(
     disable_events: bool = True,
     admin: Any = None,
     charset: str = "utf8mb4",
+    test_clock: bool = False,
 ) -> Iterator[ThrowawayDatabase]:
     """A new database ``<prefix><random>`` (with ``objects`` installed unless None), dropped on
     exit together with every connection still using it. ``admin``: a root connection to reuse
@@ -204,7 +223,14 @@ def throwaway_database(
     create_database(get(), database.name, charset)
     try:
         if objects is not None:
-            install_schema(get(), database.name, objects, revision, disable_events=disable_events)
+            install_schema(
+                get(),
+                database.name,
+                objects,
+                revision,
+                disable_events=disable_events,
+                test_clock=test_clock,
+            )
         yield database
     finally:
         database.close_all()

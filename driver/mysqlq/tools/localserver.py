@@ -87,7 +87,9 @@ class Server:
         pass
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.dsn}>"
+        from mysqlq.errors import redact_dsn
+
+        return f"<{type(self).__name__} {redact_dsn(self.dsn)}>"
 
 
 class ExternalServer(Server):
