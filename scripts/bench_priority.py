@@ -48,7 +48,7 @@ from rich.table import Table
 import mysqlq
 from mysqlq import connection
 from mysqlq.connection import with_database
-from mysqlq.tools import harness, localserver
+from mysqlq_dev import harness, localserver
 
 console = Console(stderr=True)
 

@@ -27,8 +27,8 @@ from rich.progress import Progress
 from rich.table import Table
 
 from mysqlq import connection
-from mysqlq.tools import localserver
-from mysqlq.tools.bench import server as counters
+from mysqlq_dev import localserver
+from mysqlq_dev.bench import server as counters
 
 console = Console()
 

@@ -19,7 +19,7 @@ import time
 
 from mysqlq import connection, errors
 from mysqlq.connection import with_database
-from mysqlq.tools import harness, localserver
+from mysqlq_dev import harness, localserver
 
 CONNECTIONS = 6
 CALLS = 60

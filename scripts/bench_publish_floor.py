@@ -76,10 +76,10 @@ from MySQLdb.constants import CLIENT
 import mysqlq
 from mysqlq import connection, intake
 from mysqlq.codec import CONTENT_OCTETS as OCTETS
-from mysqlq.tools import harness
-from mysqlq.tools.bench import server as counters
-from mysqlq.tools.bench.processes import run_clients
-from mysqlq.tools.bench.workloads import one_statement_cursor
+from mysqlq_dev import harness
+from mysqlq_dev.bench import server as counters
+from mysqlq_dev.bench.processes import run_clients
+from mysqlq_dev.bench.workloads import one_statement_cursor
 
 PAYLOAD = b"x" * 100
 KEYS = 64
@@ -340,13 +340,15 @@ SINGLES = [
 ]
 
 
-def _send_in_one_insert(columns: tuple[int, ...] | None) -> Callable[[Any, list[intake.Row]], int]:
+def _send_in_one_insert(columns: tuple[int, ...] | None) -> Callable[..., int]:
     """The intake's rows sent as the driver sent them before: one INSERT (up to 4 MiB), waited
     for; with every column (``intake.ALL_COLUMNS``) or only those some row sets (None)."""
 
-    def send(conn: Any, rows: list[intake.Row]) -> int:
+    def send(conn: Any, chunk: intake.Chunk, chunk_ranks: Any) -> int:
         cur = conn.cursor()
-        statements = list(intake.insert_statements(conn, rows, columns=columns, max_bytes=4 << 20))
+        statements = list(
+            intake.insert_statements(conn, chunk, chunk_ranks, columns=columns, max_bytes=4 << 20)
+        )
         for statement in statements:
             cur.execute(statement)
         return sum(map(len, statements))
@@ -376,10 +378,11 @@ class Bench:
 
     # batch of 1,000 -----------------------------------------------------------------------
 
-    def batch_rows(self) -> list[intake.Row]:
-        return intake.ranked(
-            [intake.row(i, PAYLOAD, uuid.uuid4().hex, key=f"k{i % KEYS}") for i in range(1000)]
-        )
+    def batch_rows(self) -> list[tuple[int, mysqlq.OutgoingMessage]]:
+        return [
+            (i, mysqlq.OutgoingMessage.build(PAYLOAD, key=f"k{i % KEYS}", id=uuid.uuid4().hex))
+            for i in range(1000)
+        ]
 
     def raw_batch(self, n: int) -> None:
         for _ in range(n):
@@ -414,7 +417,7 @@ class Bench:
                 "t", [{"payload": PAYLOAD, "key": f"k{i % KEYS}"} for i in range(1000)]
             )
 
-    def driver_batch_sending(self, send: Callable[[Any, list[intake.Row]], int], n: int) -> None:
+    def driver_batch_sending(self, send: Callable[..., int], n: int) -> None:
         """``driver_batch`` with the intake's rows sent by ``send`` instead of the driver's own."""
         driver_send = intake._insert
         intake._insert = send

@@ -46,8 +46,8 @@ from bench_publish_floor import (
 )
 
 from mysqlq import connection
-from mysqlq.tools import harness
-from mysqlq.tools.bench import server as counters
+from mysqlq_dev import harness
+from mysqlq_dev.bench import server as counters
 
 COLUMNS = (
     "partition_id, msg_offset, topic, partition_key, message_id, payload, metadata, "

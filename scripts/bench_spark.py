@@ -28,9 +28,9 @@ import zlib
 from pathlib import Path
 
 from mysqlq import connection
-from mysqlq.tools import localserver
-from mysqlq.tools.bench import server as counters
-from mysqlq.tools.bench.workloads import one_statement_cursor
+from mysqlq_dev import localserver
+from mysqlq_dev.bench import server as counters
+from mysqlq_dev.bench.workloads import one_statement_cursor
 
 DEBIAN_JDBC_JAR = Path("/usr/share/java/mariadb-java-client.jar")
 JDBC_PACKAGE = "org.mariadb.jdbc:mariadb-java-client:3.5.1"

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Fail (exit 1, with a unified diff) when procedures/ and sql/ differ from the
-newest migration snapshot.  Run as a script or as ``python -m scripts.check_migrations``.
+"""Fail (exit 1) when a migration snapshot differs from its revision's snapshot_sha256, when
+the snapshots (the baseline and one delta per revision) do not fold, or, with a unified diff,
+when procedures/ and sql/ differ from the schema they fold into at head (see
+mysqlq.schema.freeze).  Run as a script or as ``python -m scripts.check_migrations``.
 """
 
 from __future__ import annotations

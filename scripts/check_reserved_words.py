@@ -2,8 +2,8 @@
 
 MySQL 8.0 reserved words that MariaDB accepts as names (LAG, RANK, GROUPS, ...), so a statement
 that runs on MariaDB can fail on MySQL with a 1064 syntax error. This check reads every schema
-object rendered from sql/ and procedures/, and every SQL string in the Python sources of driver/
-and scripts/, and flags a reserved word (scripts/mysql_reserved_words.txt, taken from MySQL's
+object rendered from sql/ and procedures/, and every SQL string in the Python sources of driver/,
+tools/ and scripts/, and flags a reserved word (scripts/mysql_reserved_words.txt, taken from MySQL's
 information_schema.KEYWORDS) where it names something:
 
 * an alias: ``expr AS word`` (not a type after CAST/CONVERT, nor the SELECT of ``AS SELECT``);
@@ -152,7 +152,7 @@ def check_tree(root: Path = ROOT) -> list[Finding]:
     found: list[Finding] = []
     for obj in read_schema(root):
         found += check_sql(obj.sql, f"{obj.kind} {obj.name}", words)
-    for folder in ("driver", "scripts"):
+    for folder in ("driver", "tools", "scripts"):
         for path in sorted((root / folder).rglob("*.py")):
             for line, text in _python_sql(path):
                 found += check_sql(text, f"{path.relative_to(root)}:{line}", words)

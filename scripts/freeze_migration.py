@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Freeze procedures/ and sql/ into a new migration revision (see mysqlq.schema.freeze)."""
+"""Freeze procedures/ and sql/ into a new migration revision whose snapshot holds only what
+changed (--message; --amend rewrites the newest), or print the full schema at a revision, folded
+from the snapshots (--print-head, --print NNNN, --diff NNNN). See mysqlq.schema.freeze."""
 
 from __future__ import annotations
 

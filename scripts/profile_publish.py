@@ -38,8 +38,8 @@ from typing import Any
 
 import mysqlq
 from mysqlq.codec import CONTENT_OCTETS as OCTETS
-from mysqlq.tools import harness
-from mysqlq.tools.bench import server as counters
+from mysqlq_dev import harness
+from mysqlq_dev.bench import server as counters
 
 PAYLOAD = b"x" * 100
 KEYS = 64

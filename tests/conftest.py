@@ -2,7 +2,7 @@
 
 Fixtures
 --------
-server      (session) the server (see mysqlq.tools.localserver; stopped at the end if we started it)
+server      (session) the server (see mysqlq_dev.localserver; stopped at the end if we started it)
 schema_objects (session) the schema rendered from procedures/ + sql/ of this checkout
 template    (session) a database with that schema installed once (validates it, up front)
 db          (function) a fresh database ``mysqlq_t_<random>`` with the schema installed and
@@ -23,7 +23,7 @@ left DISABLED (tests call the maintenance procedures themselves); set
 the working tree's sources.
 
 Only fixtures live here. What they are built from is in ``helpers/testdb.py`` and
-``mysqlq.tools.harness``; a test that needs those pieces imports them from there, never from
+``mysqlq_dev.harness``; a test that needs those pieces imports them from there, never from
 this file.
 """
 
@@ -51,8 +51,8 @@ from mysqlq import schema
 from mysqlq.schema.freeze import list_revisions
 from mysqlq.schema.render import read_schema
 from mysqlq.schema.snapshot import SchemaObject
-from mysqlq.tools import harness, localserver
-from mysqlq.tools.harness import ThrowawayDatabase
+from mysqlq_dev import harness, localserver
+from mysqlq_dev.harness import ThrowawayDatabase
 
 # --------------------------------------------------------------------------- fixtures
 

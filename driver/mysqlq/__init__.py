@@ -4,7 +4,14 @@ import importlib
 from typing import Any
 
 from mysqlq import retry
-from mysqlq.client import Client, GcResult, PublishResult, Transaction, connect
+from mysqlq.client import (
+    Client,
+    GcResult,
+    OutgoingMessage,
+    PublishResult,
+    Transaction,
+    connect,
+)
 from mysqlq.errors import (
     CommitFailed,
     ConnectionLost,
@@ -51,6 +58,7 @@ __all__ = [
     "LockTimeout",
     "Message",
     "NotMigrated",
+    "OutgoingMessage",
     "PermissionDenied",
     "PublishResult",
     "SchemaMismatch",

@@ -31,7 +31,7 @@ PUBLISH_BATCH = "CALL queue_publish_batch(%s, %s)"
 INTAKE_OPEN = "CALL queue_intake_open()"
 # (the columns a chunk's rows set, then their values: see mysqlq.intake.insert_statements)
 INTAKE_INSERT = b"INSERT INTO queue__intake (%s) VALUES "
-# an intake row's columns, in the order of mysqlq.intake.Row
+# an intake row's columns (mysqlq.intake.insert_statements writes each message's row in this order)
 INTAKE_COLUMNS = (
     b"idx",
     b"msg_key",

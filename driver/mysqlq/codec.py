@@ -1,45 +1,45 @@
-"""The message format, one owner for the client, the CLI and Spark: payloads as bytes, metadata
+"""The message format, one owner for the client, the intake and Spark: payloads as bytes, metadata
 as JSON text, delays in milliseconds, and the elements of ``queue_publish_batch``'s JSON.
 
-Also the messages as JSON objects, the format of ``mysqlq publish``'s stdin lines
-(``{payload | payload_b64, key, id, metadata, delay}``) and of what ``mysqlq consume`` and
-``mysqlq dlq show`` print.
+A message to publish is an :class:`OutgoingMessage`, built once from what the user gave
+(:meth:`OutgoingMessage.build` for ``publish``; :func:`mysqlq.batch.message`, with these
+encoders, for an item of ``publish_batch``) and read as it is by the single publish, the batch,
+the intake and the Spark writer. What a publish returns is a :class:`PublishResult`.
+
+(The messages as JSON lines, the format of ``mysqlq publish`` and ``mysqlq consume``, are the
+command line's: :mod:`mysqlq.cli.jsonlines`.)
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import json
 import math
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from mysqlq.errors import InvalidArgument
 
 __all__ = [
     "BATCH_FIELDS",
+    "CHUNK_BYTES",
     "CONTENT_JSON",
     "CONTENT_OCTETS",
     "CONTENT_TEXT",
-    "MESSAGE_FIELDS",
+    "OutgoingMessage",
+    "PublishResult",
     "batch_element_text",
     "batch_json",
     "check_metadata_text",
+    "checked_message",
     "delay_ms",
-    "dlq_entry_json",
     "encode_payload",
-    "json_line_message",
-    "message_json",
     "metadata_json",
     "metadata_value",
-    "new_message",
-    "parse_metadata",
-    "payload_fields",
     "priority_value",
-    "publish_args",
-    "publish_result_json",
     "utf8",
 ]
 
@@ -138,13 +138,14 @@ def metadata_json(metadata: Mapping[str, Any] | None, max_depth: int | None = No
         or len(text) > 300
         or "\\ud" in text
     ):
-        _check_json_value(metadata, max_depth)
+        check_json_value(metadata, max_depth)
     return text
 
 
-def _check_json_value(value: Any, max_depth: int | None) -> None:
-    """What the servers refuse in a JSON value json.dumps writes: nesting past ``max_depth``, a
-    lone surrogate (escaped as \\udxxx, which both servers reject), an integer past a double."""
+def check_json_value(value: Any, max_depth: int | None) -> None:
+    """What the servers refuse in a JSON value: nesting past ``max_depth``, a lone surrogate
+    (json.dumps escapes it as \\udxxx, which both servers reject), an integer past a double, a
+    number that is not finite."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -163,6 +164,8 @@ def _check_json_value(value: Any, max_depth: int | None) -> None:
         elif isinstance(item, str):
             if not item.isascii():
                 utf8(item, "metadata")
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise InvalidArgument("metadata numbers must be finite")
         elif isinstance(item, int) and not isinstance(item, bool):
             try:
                 float(item)
@@ -191,47 +194,134 @@ def delay_ms(delay: float | None) -> int:
     return ms
 
 
-def publish_args(
-    topic: str,
-    payload: Any,
-    *,
+def metadata_value(metadata: Any) -> Any:
+    """Metadata as read from a row (JSON text, maybe as bytes) as its JSON value; text that is
+    not JSON, and anything else, as it is."""
+    if isinstance(metadata, (bytes, bytearray)):
+        metadata = metadata.decode("utf-8")
+    if isinstance(metadata, str):
+        with contextlib.suppress(ValueError):
+            return json.loads(metadata)
+    return metadata
+
+
+# --------------------------------------------------------------------------- the message
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OutgoingMessage:
+    """A message to publish, whatever its topic, in the form the log stores it: the payload as
+    bytes, the metadata as the text of a JSON object, the delay in milliseconds. It always has an
+    id (a new one unless given), so sending it again stores it once (G1).
+
+    :meth:`build` makes one from what ``publish`` takes, checked; ``publish_batch`` takes them
+    beside payloads and mappings (and checks them as it checks those)."""
+
+    payload: bytes
+    key: str | None = None
+    id: str = dataclasses.field(default_factory=_new_id)
+    metadata: str | None = None
+    delay_ms: int = 0
+    kind: str | None = None
+    content_type: str | None = None
+    priority: int = 0
+
+    @classmethod
+    def build(
+        cls,
+        payload: Any,
+        *,
+        key: str | None = None,
+        id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        delay: float | None = 0.0,
+        kind: str | None = None,
+        content_type: str | None = None,
+        priority: int | None = 0,
+    ) -> OutgoingMessage:
+        """The message of ``client.publish(topic, payload, ...)`` with these arguments, checked
+        as queue_publish_message checks its own and refused with its codes (MQ002, MQ003, MQ007,
+        MQ008, MQ021) before anything is sent. ``delay`` is in seconds. A message without an id
+        gets one here: a retry after a lost reply is then recognised as a duplicate ("" is
+        refused by the server)."""
+        field = "MQ007 p_payload"
+        try:
+            data, content_type = encode_payload(payload, content_type)
+            for field, text in (  # noqa: B007 (the field names the error)
+                ("MQ002 p_partition_key", key),
+                ("MQ002 p_id", id),
+                ("MQ002 p_kind", kind),
+                ("MQ002 p_content_type", content_type),
+            ):
+                if isinstance(text, str) and not text.isascii():
+                    utf8(text, "text")
+            field = "MQ008 p_metadata"
+            meta = metadata_json(metadata)
+            field = "MQ003 p_delay_ms"
+            ms = delay_ms(delay)
+            field = "MQ021 p_priority"
+            rank = priority_value(priority)
+        except InvalidArgument as exc:
+            if exc.message.startswith("content_type"):
+                field = "MQ002 p_content_type"
+            raise InvalidArgument(f"{field}: {exc.message}") from None
+        new_id = uuid.uuid4().hex if id is None else id
+        return cls(data, key, new_id, meta, ms, kind, content_type, rank)
+
+
+# the slots' own setters, in the order of the fields (see checked_message)
+_SET = tuple(getattr(OutgoingMessage, f.name).__set__ for f in dataclasses.fields(OutgoingMessage))
+_SET_PAYLOAD, _SET_KEY, _SET_ID, _SET_METADATA, _SET_DELAY, _SET_KIND, _SET_TYPE, _SET_PRIORITY = (
+    _SET
+)
+
+
+def checked_message(
+    payload: bytes,
     key: str | None,
-    id: str | None,
-    metadata: Mapping[str, Any] | None,
-    delay: float | None,
+    id: str,
+    metadata: str | None,
+    delay_ms: int,
     kind: str | None,
     content_type: str | None,
-    priority: int | None,
-) -> tuple:
-    """The arguments of queue_publish_message, checked as the procedure checks them and refused
-    with its codes (MQ002, MQ003, MQ007, MQ008, MQ021) before anything is sent. A message without
-    an id gets one here: a retry after a lost reply is then recognised as a duplicate ("" is
-    refused by the server)."""
-    field = "MQ007 p_payload"
-    try:
-        data, content_type = encode_payload(payload, content_type)
-        for field, text in (  # noqa: B007 (the field names the error)
-            ("MQ002 p_partition_key", key),
-            ("MQ002 p_id", id),
-            ("MQ002 p_kind", kind),
-            ("MQ002 p_content_type", content_type),
-        ):
-            if isinstance(text, str) and not text.isascii():
-                utf8(text, "text")
-        field = "MQ008 p_metadata"
-        meta = metadata_json(metadata)
-        field = "MQ003 p_delay_ms"
-        ms = delay_ms(delay)
-        field = "MQ021 p_priority"
-        rank = priority_value(priority)
-    except InvalidArgument as exc:
-        if exc.message.startswith("content_type"):
-            field = "MQ002 p_content_type"
-        raise InvalidArgument(f"{field}: {exc.message}") from None
-    new_id = uuid.uuid4().hex if id is None else id
-    return (topic, key, new_id, data, meta, ms, kind, content_type, rank)
+    priority: int,
+) -> OutgoingMessage:
+    """``OutgoingMessage(payload, key, id, ...)`` for a builder that checks the fields itself
+    (a batch's, Spark's): the same message, made at about half the cost of the frozen
+    ``__init__`` (its eight ``object.__setattr__``), which a batch pays per message."""
+    m = object.__new__(OutgoingMessage)
+    _SET_PAYLOAD(m, payload)
+    _SET_KEY(m, key)
+    _SET_ID(m, id)
+    _SET_METADATA(m, metadata)
+    _SET_DELAY(m, delay_ms)
+    _SET_KIND(m, kind)
+    _SET_TYPE(m, content_type)
+    _SET_PRIORITY(m, priority)
+    return m
 
 
+class PublishResult(NamedTuple):
+    """Where a published message is: its offset in its partition (the first one's when the id
+    was published before, G1), its partition and its id (the generated one if none was given)."""
+
+    offset: int
+    duplicate: bool
+    partition_id: int
+    id: str
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> PublishResult:
+        return cls(int(row["offset"]), bool(row["duplicate"]), int(row["partition_id"]), row["id"])
+
+
+# --------------------------------------------------------------------------- the JSON batch
+
+# the fields of a message given to publish_batch as a mapping
 BATCH_FIELDS = frozenset(
     {"payload", "key", "id", "metadata", "delay", "kind", "content_type", "priority"}
 )
@@ -247,47 +337,29 @@ def check_metadata_text(metadata: str) -> None:
         raise InvalidArgument("metadata must be a JSON object")
 
 
-def batch_element_text(
-    payload: bytes | str,
-    message_id: str,
-    *,
-    key: str | None = None,
-    metadata: str | None = None,
-    delay_millis: int | None = None,
-    rank: int | None = None,
-    kind: str | None = None,
-    content_type: str | None = None,
-    priority: int | None = None,
-) -> str:
-    """One element of queue_publish_batch's JSON, as text, from values already in the log's
-    format (as a Spark row holds them): the payload as bytes (sent as base64) or str (sent as a
-    JSON string), metadata as the text of a JSON object (checked, then sent as written: the log
-    stores it as written), the delay in milliseconds (0 or None: none), the element's rank
-    among its call's elements of its key (see :func:`batch_json`), and the message's kind and
-    content type (strings; the server checks their length) and priority (0 to 9; 0 or None: the
-    default, 0).
-    """
-    if isinstance(payload, str):
-        parts = ['{"payload":', json.dumps(payload, ensure_ascii=False)]
-    else:
-        parts = ['{"payload_b64":"', base64.b64encode(payload).decode("ascii"), '"']
-    parts += [',"id":', json.dumps(message_id)]
-    if key is not None:
-        parts += [',"key":', json.dumps(key, ensure_ascii=False)]
-    if metadata is not None:
-        check_metadata_text(metadata)
-        parts += [',"metadata":', metadata]
-    if delay_millis:
-        parts += [',"delay_ms":', str(int(delay_millis))]
+def batch_element_text(message: OutgoingMessage, rank: int | None = None) -> str:
+    """One element of queue_publish_batch's JSON, as text: the payload sent as base64, the
+    metadata (checked to be a JSON object) as written (the log stores it as written), the delay
+    in milliseconds, kind, content type and priority when set, and the element's ``rank`` among
+    its call's elements of its key (see :func:`batch_json`)."""
+    parts = ['{"payload_b64":"', base64.b64encode(message.payload).decode("ascii"), '"']
+    parts += [',"id":', json.dumps(message.id)]
+    if message.key is not None:
+        parts += [',"key":', json.dumps(message.key, ensure_ascii=False)]
+    if message.metadata is not None:
+        check_metadata_text(message.metadata)
+        parts += [',"metadata":', message.metadata]
+    if message.delay_ms:
+        parts += [',"delay_ms":', str(int(message.delay_ms))]
     if rank is not None:
         parts += [',"rank":', str(int(rank))]
-    for name, text in (("kind", kind), ("content_type", content_type)):
+    for name, text in (("kind", message.kind), ("content_type", message.content_type)):
         if text is not None:
             if not isinstance(text, str):
                 raise InvalidArgument(f"{name} must be a string or None, not {text!r}")
             parts += [f',"{name}":', json.dumps(text, ensure_ascii=False)]
-    if priority_value(priority):
-        parts += [',"priority":', str(priority)]
+    if priority_value(message.priority):
+        parts += [',"priority":', str(message.priority)]
     parts.append("}")
     return "".join(parts)
 
@@ -309,190 +381,3 @@ def batch_json(chunk: list[dict[str, Any]]) -> str:
         if key is not None:
             seen[key] = element["rank"] = seen.get(key, 0) + 1
     return json.dumps(chunk, separators=(",", ":"))
-
-
-# --------------------------------------------------------------------------- messages as JSON
-
-# fields of a message given as a JSON object (publish's stdin, and the library's publish_batch)
-MESSAGE_FIELDS = (
-    "payload",
-    "payload_b64",
-    "key",
-    "id",
-    "metadata",
-    "delay",
-    "kind",
-    "content_type",
-    "priority",
-)
-
-
-def new_message(
-    payload: bytes | str,
-    *,
-    key: str | None = None,
-    message_id: str | None = None,
-    metadata: dict[str, Any] | None = None,
-    delay: float | None = None,
-    kind: str | None = None,
-    content_type: str | None = None,
-    priority: int | None = None,
-) -> dict[str, Any]:
-    """A message as ``publish`` and ``publish_batch`` take it, with an id made here when none is
-    given, so that the caller knows (and can print) every message's id."""
-    return {
-        "payload": payload,
-        "key": key,
-        "id": message_id if message_id is not None else uuid.uuid4().hex,
-        "metadata": metadata,
-        "delay": delay,
-        "kind": kind,
-        "content_type": content_type,
-        "priority": priority,
-    }
-
-
-def parse_metadata(text: str | None, where: str) -> dict[str, Any] | None:
-    """Metadata given as JSON text: an object, or null. ``where`` names it in errors."""
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise InvalidArgument(f"{where} is not JSON: {exc}") from None
-    if value is not None and not isinstance(value, dict):
-        raise InvalidArgument(f"{where} must be a JSON object")
-    return value
-
-
-def json_line_message(line: str, where: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """One JSON line (an object, or a bare JSON string: the payload) as a :func:`new_message`.
-
-    ``defaults`` holds the ``key``, ``metadata``, ``delay``, ``kind``, ``content_type`` and
-    ``priority`` of a line that leaves them out; ``where`` names the line in errors. A payload
-    that is neither a string nor base64 is published as its JSON text, as application/json.
-    """
-    try:
-        value = json.loads(line)
-    except ValueError as exc:
-        raise InvalidArgument(f"{where} is not JSON: {exc}") from None
-    if isinstance(value, str):
-        value = {"payload": value}
-    if not isinstance(value, dict):
-        raise InvalidArgument(
-            f"{where} must be a JSON object {{payload, key, id, metadata, delay, kind, "
-            "content_type, priority} or a JSON string"
-        )
-    unknown = sorted(set(value) - set(MESSAGE_FIELDS))
-    if unknown:
-        raise InvalidArgument(f"{where}: unknown field(s) {', '.join(unknown)}")
-    if ("payload" in value) == ("payload_b64" in value):
-        raise InvalidArgument(f"{where} needs exactly one of payload and payload_b64")
-    if "payload_b64" in value:
-        try:
-            payload: bytes | str = base64.b64decode(value["payload_b64"], validate=True)
-        except (TypeError, ValueError):
-            raise InvalidArgument(f"{where}: payload_b64 is not valid base64") from None
-    elif isinstance(value["payload"], str):
-        payload = value["payload"]
-    else:  # any other JSON value is published as its JSON text
-        payload = json.dumps(value["payload"], ensure_ascii=False, separators=(",", ":"))
-        defaults = {**defaults, "content_type": defaults.get("content_type") or CONTENT_JSON}
-    key = value.get("key", defaults["key"])
-    kind = value.get("kind", defaults.get("kind"))
-    content_type = value.get("content_type", defaults.get("content_type"))
-    priority = value.get("priority", defaults.get("priority"))
-    message_id = value.get("id")
-    metadata = value.get("metadata", defaults["metadata"])
-    delay = value.get("delay", defaults["delay"])
-    for name, item, kinds in (
-        ("key", key, (str,)),
-        ("id", message_id, (str,)),
-        ("metadata", metadata, (dict,)),
-        ("kind", kind, (str,)),
-        ("content_type", content_type, (str,)),
-    ):
-        if item is not None and not isinstance(item, kinds):
-            raise InvalidArgument(f"{where}: {name} must be a JSON {kinds[0].__name__} or null")
-    if delay is not None and (isinstance(delay, bool) or not isinstance(delay, (int, float))):
-        raise InvalidArgument(f"{where}: delay must be a number of seconds or null")
-    if priority is not None and (
-        isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 9
-    ):
-        raise InvalidArgument(f"{where}: priority must be an integer from 0 to 9 or null")
-    return new_message(
-        payload,
-        key=key,
-        message_id=message_id,
-        metadata=metadata,
-        delay=delay,
-        kind=kind,
-        content_type=content_type,
-        priority=priority,
-    )
-
-
-def publish_result_json(topic: str, message: Mapping[str, Any], result: Any) -> dict[str, Any]:
-    """What ``mysqlq publish`` prints for a published message (``result``: a PublishResult)."""
-    return {
-        "topic": topic,
-        "key": message["key"],
-        "id": result.id,
-        "partition_id": result.partition_id,
-        "offset": result.offset,
-        "duplicate": result.duplicate,
-    }
-
-
-def payload_fields(payload: bytes) -> dict[str, str]:
-    """``{"payload": text}`` when the payload is UTF-8, else ``{"payload_b64": base64}``."""
-    try:
-        return {"payload": payload.decode("utf-8")}
-    except UnicodeDecodeError:
-        return {"payload_b64": base64.b64encode(payload).decode("ascii")}
-
-
-def metadata_value(metadata: Any) -> Any:
-    """Metadata as read from a row (JSON text, maybe as bytes) as its JSON value; text that is
-    not JSON, and anything else, as it is."""
-    if isinstance(metadata, (bytes, bytearray)):
-        metadata = metadata.decode("utf-8")
-    if isinstance(metadata, str):
-        with contextlib.suppress(ValueError):
-            return json.loads(metadata)
-    return metadata
-
-
-def message_json(msg: Any) -> dict[str, Any]:
-    """A delivered message (a :class:`mysqlq.Message`) as the JSON object ``mysqlq consume``
-    prints."""
-    out: dict[str, Any] = {
-        "topic": msg.topic,
-        "key": msg.key,
-        "offset": msg.offset,
-        "id": msg.id,
-        "attempt": msg.attempt,
-        "kind": msg.kind,
-        "content_type": msg.content_type,
-        "priority": msg.priority,
-        **payload_fields(msg.payload),
-        "metadata": msg.metadata,
-    }
-    if msg.origin_topic is not None:  # a DLQ entry
-        out.update(
-            origin_topic=msg.origin_topic,
-            origin_group=msg.origin_group,
-            origin_offset=msg.origin_offset,
-            failures=msg.failures,
-            last_error=msg.last_error,
-        )
-    return out
-
-
-def dlq_entry_json(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A row of ``client.dlq_show`` as the JSON object ``mysqlq dlq show`` prints: its columns,
-    the metadata as JSON, the payload as text or base64 (last)."""
-    entry = {k: v for k, v in row.items() if k != "payload"}
-    entry["metadata"] = metadata_value(entry.get("metadata"))
-    entry.update(payload_fields(bytes(row["payload"])))
-    return entry

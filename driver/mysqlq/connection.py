@@ -224,9 +224,10 @@ def _host_list(location: str, shown: str) -> tuple[tuple[str, int | None], ...]:
     return tuple(pairs)
 
 
-def connect_kwargs(dsn: str) -> dict[str, Any]:
-    """MySQLdb.connect() keyword arguments for a DSN (no driver defaults added)."""
-    url = parse_dsn(dsn)
+def connect_kwargs(dsn: str | DSN) -> dict[str, Any]:
+    """MySQLdb.connect() keyword arguments for a DSN (parsed, or text parsed here; no driver
+    defaults added)."""
+    url = dsn if isinstance(dsn, DSN) else parse_dsn(dsn)
     kwargs: dict[str, Any] = {}
     if url.host:
         kwargs["host"] = url.host
@@ -252,20 +253,21 @@ def connect_kwargs(dsn: str) -> dict[str, Any]:
     return kwargs
 
 
-def connect(dsn: str | None = None, **kw: Any) -> MySQLdb.connections.Connection:
+def connect(dsn: str | DSN | None = None, **kw: Any) -> MySQLdb.connections.Connection:
     """Open a MySQLdb connection: autocommit, utf8mb4 (another charset is refused), multi-result
     capable.
 
-    ``dsn`` defaults to the environment's ``MYSQLQ_DSN``.  Keyword arguments
-    override the DSN's and the defaults (they are passed to ``MySQLdb.connect``).
+    ``dsn``: a :class:`DSN`, or its text (parsed here); default the environment's
+    ``MYSQLQ_DSN``. Keyword arguments override the DSN's and the defaults (they are passed to
+    ``MySQLdb.connect``).
     """
     kwargs: dict[str, Any] = {
         "charset": "utf8mb4",
         "autocommit": True,
         "multi_statements": False,
     }
-    url = parse_dsn(resolve_dsn(dsn))
-    kwargs.update(connect_kwargs(str(url)))
+    url = dsn if isinstance(dsn, DSN) else parse_dsn(resolve_dsn(dsn))
+    kwargs.update(connect_kwargs(url))
     kwargs.update(kw)
     if str(kwargs["charset"]).lower() != "utf8mb4":
         # keys, ids and metadata go as utf8mb4 whatever the connection says: refused, not

@@ -16,17 +16,18 @@ that is no longer the handler's (redelivered, seeked over, settled) raises
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import MySQLdb
 
 from mysqlq import _sql, codec
-from mysqlq.connection import execute_rows
+from mysqlq.connection import connect, execute_rows
 from mysqlq.errors import ConnectionLost, Error, translating
-from mysqlq.message import Message
+from mysqlq.message import Message, record_outcome
 
-__all__ = ["HandlerTransaction", "session", "settle_in", "transaction"]
+__all__ = ["HandlerTransaction", "ThreadSessions", "session", "settle_in", "transaction"]
 
 
 class HandlerTransaction:
@@ -113,7 +114,7 @@ def transaction(
             ack(message, conn)
     except BaseException:
         # the handler's writes and any settle made in the transaction are undone together
-        message._outcome = None
+        record_outcome(message, None)
         try:
             with translating():
                 conn.rollback()
@@ -129,7 +130,36 @@ def transaction(
         discard()
         raise
     except Error:
-        message._outcome = None
+        record_outcome(message, None)
         with contextlib.suppress(Error), translating():
             conn.rollback()
         raise
+
+
+class ThreadSessions:
+    """The sync subscriber's connections for what a handler settles on the database itself: per
+    handler thread, one session (opened on first use, see session()) for ``msg.transaction()``
+    and for ``AckPolicy.ACK_FIRST``'s acks."""
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self._local = threading.local()
+
+    def connection(self) -> MySQLdb.connections.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = session(connect(self._dsn))
+        return conn
+
+    def discard(self) -> None:
+        """Drop this thread's connection (it failed); the next call opens another."""
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def transaction(
+        self, message: Message, ack: Callable[[Message, MySQLdb.connections.Connection], None]
+    ) -> contextlib.AbstractContextManager[HandlerTransaction]:
+        return transaction(self.connection, self.discard, ack, message)

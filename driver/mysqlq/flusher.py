@@ -22,7 +22,7 @@ from mysqlq.errors import Error
 from mysqlq.link import Link
 from mysqlq.message import Message
 
-__all__ = ["COUNTED", "Flusher", "Settlement"]
+__all__ = ["COUNTED", "Flusher", "Pending"]
 
 log = logging.getLogger("mysqlq.subscriber")
 
@@ -37,7 +37,9 @@ COUNTED = {
 
 
 @dataclass
-class Settlement:
+class Pending:
+    """An outcome waiting in the queue for its settle call."""
+
     outcome: str  # ack, nack, dead_letter, extend, release
     message: Message
     delay_ms: int = 0
@@ -45,8 +47,9 @@ class Settlement:
 
 
 class Flusher:
-    """``record(outcome, settled, stale, dead_lettered)`` is told what each call did;
-    ``after()`` runs after each flush (the subscriber wakes its fetch loop)."""
+    """``record(outcome, settled, stale, dead_lettered)`` is told what each call did (the
+    subscriber's :class:`~mysqlq.tally.Tally`); ``after()`` runs after each flush (the subscriber
+    wakes its fetch loop)."""
 
     def __init__(
         self,
@@ -60,7 +63,7 @@ class Flusher:
         self._record = record
         self._after = after
         self._cond = threading.Condition()
-        self._pending: list[Settlement] = []
+        self._pending: list[Pending] = []
         # set once nothing more will be queued (stop); the loop then flushes what is left, until
         # the deadline (monotonic) stop() gives it: the database may be gone
         self.final = threading.Event()
@@ -68,9 +71,9 @@ class Flusher:
         # set when the loop has flushed everything and returned
         self.done = threading.Event()
 
-    def enqueue(self, settlement: Settlement) -> None:
+    def enqueue(self, pending: Pending) -> None:
         with self._cond:
-            self._pending.append(settlement)
+            self._pending.append(pending)
             self._cond.notify_all()
 
     def finish(self, deadline: float | None = None) -> None:
@@ -104,8 +107,8 @@ class Flusher:
     def _past_deadline(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
 
-    def _flush(self, link: Link, batch: list[Settlement]) -> None:
-        groups: dict[tuple, list[Settlement]] = collections.defaultdict(list)
+    def _flush(self, link: Link, batch: list[Pending]) -> None:
+        groups: dict[tuple, list[Pending]] = collections.defaultdict(list)
         for s in batch:
             groups[(s.outcome, s.delay_ms, s.error)].append(s)
         for (outcome, delay_ms, error), items in groups.items():

@@ -8,7 +8,10 @@ partition. In memory, thread-safe, no I/O: the subscriber's loops ask it what to
   lease, and the partition's epoch are all still good, and otherwise hands it back for release.
 * A started message is **running** until its handler returns, or until the subscriber **gives up**
   on it at ``max_handler_time``: then the partition gets a new runner, and the delivery is
-  **fenced**, so what the old handler settles later is dropped.
+  **fenced**, so what the old handler settles later is dropped (by the subscriber's
+  :class:`~mysqlq.settlement.Settlement`, which asks :meth:`Holdings.fenced`). The fence is set
+  here, under the same lock that takes the message out of the running ones, so no outcome of
+  the old handler slips in between.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import collections
 import itertools
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from mysqlq.message import Message
 
@@ -32,15 +36,16 @@ class Held:
     deadline: float
     # the lease epoch of its partition when it was fetched
     epoch: int | None
-    # once started: the handler's thread and when it is given up
-    thread: threading.Thread | None = field(default=None, repr=False)
+    # once started: what runs its handler (a thread, or a task in mysqlq.aio) and when it is
+    # given up
+    worker: Any = field(default=None, repr=False)
     give_up_at: float = 0.0
 
 
 class Holdings:
     def __init__(self, max_handler_time: float) -> None:
         self.max_handler_time = max_handler_time
-        self.lock = threading.Lock()
+        self._lock = threading.Lock()
         # partition_id -> lease epoch, and when the leases run out (monotonic)
         self.leases: dict[int, int] = {}
         self.lease_deadline = 0.0
@@ -54,7 +59,7 @@ class Holdings:
 
     def set_leases(self, held: dict[int, int], deadline: float) -> tuple[set[int], set[int]]:
         """Record a lease tick's result; return the partitions gained and lost."""
-        with self.lock:
+        with self._lock:
             gained = set(held) - set(self.leases)
             lost = set(self.leases) - set(held)
             self.leases = held
@@ -62,19 +67,19 @@ class Holdings:
         return gained, lost
 
     def holding(self, now: float) -> bool:
-        with self.lock:
+        with self._lock:
             return bool(self.leases) and now < self.lease_deadline
 
     # counts ---------------------------------------------------------------------------------
 
     @property
     def buffered(self) -> int:
-        with self.lock:
+        with self._lock:
             return sum(len(b) for b in self._buffers.values())
 
     @property
     def running(self) -> int:
-        with self.lock:
+        with self._lock:
             return len(self._running)
 
     # fetch and run --------------------------------------------------------------------------
@@ -82,7 +87,7 @@ class Holdings:
     def add(self, messages: list[Message], deadline: float) -> list[tuple[int, int]]:
         """Buffer fetched messages; return the (partition, generation) runners to start."""
         start = []
-        with self.lock:
+        with self._lock:
             for m in messages:
                 epoch = self.leases.get(m.partition_id)
                 buf = self._buffers.setdefault(m.partition_id, collections.deque())
@@ -98,11 +103,12 @@ class Holdings:
         return generation
 
     def take(
-        self, pid: int, generation: int, stopping: bool, now: float
+        self, pid: int, generation: int, stopping: bool, now: float, worker: Any = None
     ) -> tuple[Held | None, bool]:
         """The runner's next message: ``(None, _)`` ends the runner; ``(held, True)``: it has
-        started, run its handler; ``(held, False)``: it must not start, release it."""
-        with self.lock:
+        started on ``worker``, run its handler; ``(held, False)``: it must not start, release
+        it."""
+        with self._lock:
             if self._runners.get(pid) != generation:
                 return None, False  # our handler was given up: a new runner has the partition
             buf = self._buffers.get(pid)
@@ -119,14 +125,14 @@ class Holdings:
                 and self.leases.get(pid) == held.epoch
             )
             if startable:
-                held.thread = threading.current_thread()
+                held.worker = worker
                 held.give_up_at = now + self.max_handler_time
                 self._running[pid] = held
         return held, startable
 
     def finished(self, held: Held) -> None:
         """Its handler returned (given up on or not)."""
-        with self.lock:
+        with self._lock:
             pid = held.message.partition_id
             if self._running.get(pid) is held:
                 del self._running[pid]
@@ -134,7 +140,7 @@ class Holdings:
 
     def extend_running(self, message: Message, until: float) -> None:
         """A handler asked for more time: its give-up deadline moves to at least ``until``."""
-        with self.lock:
+        with self._lock:
             held = self._running.get(message.partition_id)
             if held is not None and held.message is message:
                 held.give_up_at = max(held.give_up_at, until)
@@ -144,7 +150,7 @@ class Holdings:
     def overdue(self, now: float) -> list[tuple[Held, int]]:
         """Give up on handlers past their deadline: each with its partition's new runner."""
         out = []
-        with self.lock:
+        with self._lock:
             for pid, held in list(self._running.items()):
                 if now >= held.give_up_at:
                     del self._running[pid]
@@ -153,14 +159,14 @@ class Holdings:
         return out
 
     def fenced(self, message: Message) -> bool:
-        with self.lock:
+        with self._lock:
             return tuple(message.delivery) in self._given_up
 
     def moved(self, now: float) -> list[Message]:
         """Take out the buffered messages that can no longer start: their partition is no longer
         held under the epoch they were fetched under, or every lease ran out."""
         out = []
-        with self.lock:
+        with self._lock:
             lost = now >= self.lease_deadline
             for pid, buf in self._buffers.items():
                 keep = collections.deque()
@@ -175,19 +181,19 @@ class Holdings:
 
     def all_held(self) -> list[Held]:
         """Every running and buffered message (what a keepalive extends)."""
-        with self.lock:
+        with self._lock:
             held = list(self._running.values())
             held += [h for buf in self._buffers.values() for h in buf]
         return held
 
     def extended(self, held: list[Held], deadline: float) -> None:
-        with self.lock:
+        with self._lock:
             for h in held:
                 h.deadline = max(h.deadline, deadline)
 
     def drain(self) -> list[Message]:
         """Take out every buffered message (at stop)."""
-        with self.lock:
+        with self._lock:
             out = [h.message for buf in self._buffers.values() for h in buf]
             self._buffers.clear()
         return out

@@ -1,12 +1,22 @@
-"""One connection under the one retry policy, for the loops that must not die on a blip.
+"""One connection under the one retry policy: the driver's one way to the database, for the
+client and for the loops that must not die on a blip.
 
 A :class:`Link` opens its connection when first needed and again after a lost one, and retries
 transient errors (:mod:`mysqlq.transient`). The subscriber's lease, fetch and flush loops each
 hold one (retrying until the call succeeds or the subscriber stops) and report to one
 :class:`Reachability` whether the database answers; Spark's reader and writer hold one per task
 (retrying for the retry window). Only statements the server can repeat safely go through it:
-reads, the consumer procedures (they run their own transaction), offset commits (forward only) and
-publishes of messages that all have ids (G1).
+reads, the consumer and admin procedures (they run their own transaction), offset commits
+(forward only) and publishes of messages that all have ids (G1); never a statement of a caller's
+transaction (G2).
+
+The client (:class:`mysqlq.Client`) publishes and administers through one too, shared by its
+threads (a link serialises its calls), with the client's retry window and, for
+``strict_topics``, a statement run on each new connection (``on_connect``).
+
+A call's first try builds no retry state (a publish's hot path); after a transient error it is
+tried again, at once and then with growing waits, until the window (counted from that error) is
+over.
 
 A link pickles without its connection (Spark ships it to executors): it reconnects where it lands.
 """
@@ -18,18 +28,20 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from tenacity import RetryCallState
 
 from mysqlq import primary
-from mysqlq.connection import connect, execute_rows, parse_dsn, resolve_dsn
-from mysqlq.errors import ConnectionLost, ServerReadOnly, translating
+from mysqlq.connection import DSN, connect, execute_rows, parse_dsn, resolve_dsn
+from mysqlq.errors import ConnectionLost, ServerReadOnly, TransientError, translating
 from mysqlq.transient import check_window, retrying
 
 __all__ = ["Link", "Reachability"]
 
 log = logging.getLogger("mysqlq.link")
+
+T = TypeVar("T")
 
 
 class Reachability:
@@ -76,13 +88,15 @@ class Reachability:
 
 
 class Link:
-    """One connection to ``dsn``. Each call is retried for ``window`` seconds (None: the default
-    retry window; ``forever``: until it succeeds, or until ``stopping`` is set); ``name`` labels
-    the retry warnings."""
+    """One connection to ``dsn`` (a :class:`~mysqlq.connection.DSN`, or its text, parsed here once).
+    Each call is retried for ``window`` seconds (None: the default retry window; ``forever``: until
+    it succeeds, or until ``stopping`` is set); ``name`` labels the retry warnings.
+    ``on_connect(connection)`` runs on each new connection before its first call (a session
+    setting). Safe to share between threads: calls take turns on the one connection."""
 
     def __init__(
         self,
-        dsn: str,
+        dsn: str | DSN,
         *,
         name: str = "mysqlq",
         window: float | None = None,
@@ -91,8 +105,9 @@ class Link:
         reach: Reachability | None = None,
         read_timeout: int | None = None,
         verify_every: float | None = None,
+        on_connect: Callable[[Any], Any] | None = None,
     ) -> None:
-        self.dsn = dsn
+        self.dsn = dsn if isinstance(dsn, DSN) else parse_dsn(resolve_dsn(dsn))
         self.name = name
         self.window = check_window(window)
         self.forever = forever
@@ -101,11 +116,13 @@ class Link:
         # can hang a commit, as a member leaving its group does); the DSN's own setting wins
         self._connect_kw = (
             {"read_timeout": read_timeout}
-            if read_timeout and "read_timeout" not in parse_dsn(resolve_dsn(dsn)).query
+            if read_timeout and "read_timeout" not in self.dsn.query
             else {}
         )
         self.stopping = stopping
+        self.on_connect = on_connect
         self._conn: Any = None
+        self._lock = threading.RLock()
         self._generation = 0  # the reachability generation its connection was opened in
         # a connection that only reads must still be on a writable primary: checked this often
         self.verify_every = verify_every
@@ -114,19 +131,41 @@ class Link:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_conn"] = None
+        del state["_lock"]
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
 
     def open(self) -> None:
         """Connect now (once), without retrying: a first connection that fails is an error."""
-        if self._conn is None:
-            self._conn = connect(self.dsn, **self._connect_kw)
+        with self._lock:
+            if self._conn is None:
+                conn = connect(self.dsn, **self._connect_kw)
+                if self.on_connect is not None:
+                    try:
+                        self.on_connect(conn)
+                    except BaseException:
+                        with contextlib.suppress(Exception):
+                            conn.close()
+                        raise
+                self._conn = conn
+
+    @property
+    def connection(self) -> Any:
+        """The link's connection, opened now if it has none (not retried)."""
+        with self._lock:
+            self.open()
+            return self._conn
 
     def close(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = None
-        self._verified = 0.0  # a new connection is checked at its first call
+        with self._lock:
+            if self._conn is not None:
+                with contextlib.suppress(Exception):
+                    self._conn.close()
+                self._conn = None
+            self._verified = 0.0  # a new connection is checked at its first call
 
     def rows(
         self,
@@ -147,41 +186,53 @@ class Link:
 
     def run(
         self,
-        work: Callable[[Any], list[Any]],
+        work: Callable[[Any], T],
         *,
         give_up_when_stopping: bool = True,
         give_up: Callable[[], bool] | None = None,
-    ) -> list[Any]:
+    ) -> T:
         """``work(connection)`` (statements that are safe to repeat together), retried as
-        :meth:`rows` retries one statement; after a lost connection on a new one."""
+        :meth:`rows` retries one statement; after a lost connection on a new one. Returns what
+        ``work`` returns."""
         stopping = self.stopping
         if stopping is not None and give_up_when_stopping:
             own = give_up
             give_up = stopping.is_set if own is None else lambda: stopping.is_set() or own()
+        try:
+            return self._execute(work)
+        except TransientError as exc:
+            if not (self.forever or self.window) or (give_up is not None and give_up()):
+                raise
+            log.warning("%s: %s; retrying", self.name, exc)
         attempts = retrying(
             self.window, forever=self.forever, give_up=give_up, before_sleep=self._log_retry
         )
         return attempts(self._execute, work)
 
-    def _execute(self, work: Callable[[Any], list[Any]]) -> list[Any]:
-        reach = self.reach
-        if reach is not None and self._conn is not None and self._generation != reach.generation:
-            self.close()  # another loop lost the server since this connection was opened
-        try:
-            if self._conn is None and reach is not None:
-                self._generation = reach.generation
-            self.open()
-            if self.verify_every is not None and time.monotonic() >= self._verified:
-                self._verify()
-            rows = work(self._conn)
-        except ConnectionLost:
-            self.close()  # the next attempt reconnects
-            if self.reach is not None:
-                self.reach.failed(self.name)
-            raise
-        if self.reach is not None:
-            self.reach.succeeded(self.name)
-        return rows
+    def _execute(self, work: Callable[[Any], T]) -> T:
+        with self._lock:
+            reach = self.reach
+            if (
+                reach is not None
+                and self._conn is not None
+                and self._generation != reach.generation
+            ):
+                self.close()  # another loop lost the server since this connection was opened
+            try:
+                if self._conn is None and reach is not None:
+                    self._generation = reach.generation
+                self.open()
+                if self.verify_every is not None and time.monotonic() >= self._verified:
+                    self._verify()
+                result = work(self._conn)
+            except ConnectionLost:
+                self.close()  # the next attempt reconnects
+                if reach is not None:
+                    reach.failed(self.name)
+                raise
+        if reach is not None:
+            reach.succeeded(self.name)
+        return result
 
     def _verify(self) -> None:
         """Raise ServerReadOnly when the server stopped taking writes (a member that left its

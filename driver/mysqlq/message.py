@@ -1,7 +1,9 @@
 """A delivered message, as a handler sees it.
 
 A leaf of the package: it imports nothing of mysqlq. Its outcomes go to whatever delivered it
-through the small :class:`Settler` protocol (the subscriber implements it).
+through the small :class:`Settler` protocol (a subscriber's :class:`mysqlq.settlement.Settlement`
+implements it); what settles a message on its behalf (its ack policy, ``msg.transaction()``)
+records that with :func:`record_outcome`.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ def decode_body(payload: bytes, content_type: str | None) -> Any:
 
 
 class Settler(Protocol):
-    """Where a message's outcomes go: queued for the next settle call of its subscriber."""
+    """Where a message's outcomes go: the four calls a :class:`Message` makes (queued for the
+    next settle call of its subscriber, or run in the caller's transaction)."""
 
     def settle(
         self,
@@ -65,6 +68,12 @@ class Settler(Protocol):
 
     def transaction(self, message: Message) -> AbstractContextManager[Any]:
         """A transaction on the subscriber's database that acks the message when it commits."""
+
+
+def record_outcome(message: Message, outcome: str | None) -> None:
+    """Record ``outcome`` as the message's (None: unsettled again, a rolled-back transaction's),
+    for what settles it on the handler's behalf; the first outcome is final for the handler."""
+    message._outcome = outcome
 
 
 @dataclass
@@ -190,6 +199,7 @@ class Message:
     def _settle(self, outcome: str, conn: Any = None, **kw: Any) -> None:
         if conn is not None:
             # in the caller's transaction: the settler records the outcome once the call worked
+            # (record_outcome)
             self._attached().settle_in(self, outcome, conn, **kw)
             return
         if self._outcome is not None:

@@ -1,4 +1,5 @@
-"""One retry policy for transient errors, used by the client, the subscriber's loops and Spark.
+"""One retry policy for transient errors: what :class:`mysqlq.link.Link` retries, for the client,
+the subscriber's loops and Spark alike.
 
 A transient error is one after which the same call may succeed: a lost connection
 (:class:`~mysqlq.errors.ConnectionLost`, a read-only server included), a deadlock, a lock wait
@@ -37,7 +38,6 @@ __all__ = [
     "check_window",
     "default_window",
     "retrying",
-    "transient",
 ]
 
 WINDOW_ENV = "MYSQLQ_RETRY_WINDOW"
@@ -89,22 +89,3 @@ def retrying(
         before_sleep=before_sleep,
         reraise=True,
     )
-
-
-def transient(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorator for a method of an object with a ``retry_window``: call ``func``, and after a
-    transient error again under :func:`retrying` for that window (counted from that error; the
-    first try builds no retry state: a publish's hot path)."""
-
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(self, *args, **kwargs)
-        except TransientError:
-            if not self.retry_window:
-                raise
-        return retrying(self.retry_window)(func, self, *args, **kwargs)
-
-    wrapper.__name__ = func.__name__
-    wrapper.__doc__ = func.__doc__
-    wrapper.__wrapped__ = func  # type: ignore[attr-defined]
-    return wrapper

@@ -4,7 +4,8 @@ Revision ID: 0001
 Revises: None
 Create Date: 2026-11-22
 
-Installs the schema frozen in migrations/snapshots/0001.sql.
+Installs the baseline, frozen whole in migrations/snapshots/0001.sql; later revisions
+store only what they change over it.
 """
 
 from mysqlq import schema

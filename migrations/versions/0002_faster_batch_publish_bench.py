@@ -4,7 +4,8 @@ Revision ID: 0002
 Revises: 0001
 Create Date: 2026-11-22
 
-Installs the schema frozen in migrations/snapshots/0002.sql.
+Installs the schema at 0002: migrations/snapshots/0002.sql holds what it adds, changes
+or drops over 0001, folded onto 0001.sql and the deltas before it.
 """
 
 from mysqlq import schema
@@ -13,7 +14,7 @@ revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "e8e81df42baf2b07ce6b412cc627e876c4e15174e786978758bd68ca2d6cb41b"
+snapshot_sha256 = "8ddfe92c908c8f282b9d00de65a35dabd2452491dfe924a33510ac22e1ccac66"
 
 
 def upgrade() -> None:

@@ -4,7 +4,8 @@ Revision ID: 0003
 Revises: 0002
 Create Date: 2026-11-24
 
-Installs the schema frozen in migrations/snapshots/0003.sql.
+Installs the schema at 0003: migrations/snapshots/0003.sql holds what it adds, changes
+or drops over 0002, folded onto 0001.sql and the deltas before it.
 """
 
 from mysqlq import schema
@@ -13,7 +14,7 @@ revision = "0003"
 down_revision = "0002"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "d66061c1c94ef9c2cfcb7547020548c401f5b5410afcbbf20ed1b5ef39a3af53"
+snapshot_sha256 = "161d44944c2736df3639eabd5b9f3ae7a67f53d6e3c597fbdae2d7294b570414"
 
 
 def upgrade() -> None:

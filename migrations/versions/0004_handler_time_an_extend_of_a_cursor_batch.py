@@ -4,7 +4,8 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-11-25
 
-Installs the schema frozen in migrations/snapshots/0004.sql.
+Installs the schema at 0004: migrations/snapshots/0004.sql holds what it adds, changes
+or drops over 0003, folded onto 0001.sql and the deltas before it.
 """
 
 from mysqlq import schema
@@ -13,7 +14,7 @@ revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "c71cb900902d39be3f583b63f9d13608834d3d394695508b50224d95cd9faaed"
+snapshot_sha256 = "d0113700767f40c0e020db9f86933352156a41a6797757f8d7ede2f519bfe71f"
 
 
 def upgrade() -> None:

@@ -4,7 +4,8 @@ Revision ID: 0005
 Revises: 0004
 Create Date: 2026-11-25
 
-Installs the schema frozen in migrations/snapshots/0005.sql.
+Installs the schema at 0005: migrations/snapshots/0005.sql holds what it adds, changes
+or drops over 0004, folded onto 0001.sql and the deltas before it.
 """
 
 from mysqlq import schema
@@ -13,7 +14,7 @@ revision = "0005"
 down_revision = "0004"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "2849dea671e59d6fdbe2cbbbc0fbd49d5eb769afa84cecfd9e1c8310b7489526"
+snapshot_sha256 = "2078218fafc979479f33446a659e391d8a4b1b9666ccc3a11325f9ef336a0295"
 
 
 def upgrade() -> None:

@@ -4,7 +4,8 @@ Revision ID: 0006
 Revises: 0005
 Create Date: 2026-11-25
 
-Installs the schema frozen in migrations/snapshots/0006.sql.
+Installs the schema at 0006: migrations/snapshots/0006.sql holds what it adds, changes
+or drops over 0005, folded onto 0001.sql and the deltas before it.
 New tables (created by schema.upgrade): queue_archive.
 """
 
@@ -14,7 +15,7 @@ revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "5f50023358129e615b6f4fbe63f63589cfba9e0d91f58325469d5e979f5b4d11"
+snapshot_sha256 = "60a902350a74a154f38e7022dea2cdc4aa05b67420f5f9cf46a408dcf6317185"
 
 
 TEXT = "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"

@@ -4,7 +4,8 @@ Revision ID: 0007
 Revises: 0006
 Create Date: 2026-11-27
 
-Installs the schema frozen in migrations/snapshots/0007.sql.
+Installs the schema at 0007: migrations/snapshots/0007.sql holds what it adds, changes
+or drops over 0006, folded onto 0001.sql and the deltas before it.
 """
 
 from mysqlq import schema
@@ -13,7 +14,7 @@ revision = "0007"
 down_revision = "0006"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "a6ea7217ce97303ed52339623601209022858baa842b84f95cf4644c5250ac2c"
+snapshot_sha256 = "e46e8b3bf8f81ac334d428baa87fcda629fc387206afbea289a7414aa27cf968"
 
 
 def upgrade() -> None:

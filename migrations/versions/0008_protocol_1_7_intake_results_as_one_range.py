@@ -4,7 +4,8 @@ Revision ID: 0008
 Revises: 0007
 Create Date: 2026-11-27
 
-Installs the schema frozen in migrations/snapshots/0008.sql.
+Installs the schema at 0008: migrations/snapshots/0008.sql holds what it adds, changes
+or drops over 0007, folded onto 0001.sql and the deltas before it.
 """
 
 from mysqlq import schema
@@ -13,7 +14,7 @@ revision = "0008"
 down_revision = "0007"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "791cf294005607f0fc7132a44b995ee035e5df551ba6599488ea9f8fe7c2e288"
+snapshot_sha256 = "ff9167d0c6954738983e840d8d00716413583a99839aa31af4f27d0cfde2b119"
 
 
 def upgrade() -> None:

@@ -4,7 +4,8 @@ Revision ID: 0009
 Revises: 0008
 Create Date: 2026-11-27
 
-Installs the schema frozen in migrations/snapshots/0009.sql.
+Installs the schema at 0009: migrations/snapshots/0009.sql holds what it adds, changes
+or drops over 0008, folded onto 0001.sql and the deltas before it.
 """
 
 from mysqlq import schema
@@ -13,7 +14,7 @@ revision = "0009"
 down_revision = "0008"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "e7cc5033b9874756d3774f5df86eb1b1b0bf2a8a68f88a003a454702f1d44e82"
+snapshot_sha256 = "6537c856022c991f5cd4f6ff0d7b2d086cef688ba9fc16d915224ee19836ead5"
 
 
 def upgrade() -> None:

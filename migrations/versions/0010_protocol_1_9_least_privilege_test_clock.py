@@ -4,7 +4,8 @@ Revision ID: 0010
 Revises: 0009
 Create Date: 2026-11-28
 
-Installs the schema frozen in migrations/snapshots/0010.sql.
+Installs the schema at 0010: migrations/snapshots/0010.sql holds what it adds, changes
+or drops over 0009, folded onto 0001.sql and the deltas before it.
 New tables (created by schema.upgrade): queue_acl, queue_settings.
 """
 
@@ -14,7 +15,7 @@ revision = "0010"
 down_revision = "0009"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "2aaa31ed2b4409aa53b9200de5ff9705046db8cb1909d6f5725e951ceaa60950"
+snapshot_sha256 = "0c1900c086f893be805ebbb451565de1a6fe78da787561923f486fbcfb45d742"
 
 
 def upgrade() -> None:

@@ -21,8 +21,8 @@ from helpers.clients import CLIENTS, Client, NodeClient, require_node
 from helpers.testdb import Admin, fresh_database
 
 from mysqlq.schema.snapshot import SchemaObject
-from mysqlq.tools import localserver
-from mysqlq.tools.harness import ThrowawayDatabase
+from mysqlq_dev import localserver
+from mysqlq_dev.harness import ThrowawayDatabase
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from helpers.clients import Client, ClientError, connect_args
 
-from mysqlq.tools.harness import ThrowawayDatabase
+from mysqlq_dev.harness import ThrowawayDatabase
 
 JAVA = Path(__file__).resolve().parent / "java" / "BadBatches.java"
 JAR = Path(os.environ.get("MYSQLQ_JDBC_JAR", "/usr/share/java/mariadb-java-client.jar"))

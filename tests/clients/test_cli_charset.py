@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 from helpers.clients import connect_args
 
-from mysqlq.tools.harness import ThrowawayDatabase
+from mysqlq_dev.harness import ThrowawayDatabase
 
 KEY = "key-🔑"
 

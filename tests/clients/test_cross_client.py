@@ -19,7 +19,7 @@ from helpers.clients import Client, ClientError
 from helpers.support import wait_until
 
 import mysqlq
-from mysqlq.tools.harness import ThrowawayDatabase
+from mysqlq_dev.harness import ThrowawayDatabase
 
 BIG = bytes(range(256)) * 4096  # 1 MiB holding every byte value
 LARGE = bytes(range(256)) * 1300  # 325 KiB: more than MySQL's default sort_buffer_size

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from helpers.clients import CURSOR_PROCEDURES, NODE_DIR, require_node
 
-from mysqlq.tools.harness import ThrowawayDatabase
+from mysqlq_dev.harness import ThrowawayDatabase
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "clients.md"

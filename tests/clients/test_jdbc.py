@@ -21,7 +21,7 @@ from helpers.clients import connect_args
 from helpers.support import wait_until
 
 import mysqlq
-from mysqlq.tools.harness import ThrowawayDatabase
+from mysqlq_dev.harness import ThrowawayDatabase
 
 SOURCE = Path(__file__).resolve().parent / "java" / "MysqlqExample.java"
 JAR = Path(os.environ.get("MYSQLQ_JDBC_JAR", "/usr/share/java/mariadb-java-client.jar"))

@@ -124,13 +124,13 @@ def test_delay_sets_deliver_at(client, conn):
 def test_publish_batch_chunks_keep_order_and_flag_duplicates(client, conn, monkeypatch):
     client.publish("b", b"old", key="k", id="m-4")  # offset 1
     calls = []
-    original = client._publish_rows
+    original = client._publish_chunk
 
     def counting(topic, rows):
         calls.append(len(rows))
         return original(topic, rows)
 
-    monkeypatch.setattr(client, "_publish_rows", counting)
+    monkeypatch.setattr(client, "_publish_chunk", counting)
     ids = [f"m-{i}" for i in range(9)] + ["m-1"]  # m-4 is in the log; m-1 repeats in chunk 4
     results = client.publish_batch(
         "b", [{"payload": f"p{i}", "key": "k", "id": m} for i, m in enumerate(ids)], chunk_size=3
@@ -549,13 +549,13 @@ def test_publish_batch_caps_chunks_by_bytes(client, conn, monkeypatch):
     Replication's transaction size limit; a message larger than the cap goes alone."""
     monkeypatch.setattr(codec, "CHUNK_BYTES", 1000)
     sizes = []
-    original = client._publish_rows
+    original = client._publish_chunk
 
     def counting(topic, rows):
         sizes.append(len(rows))
         return original(topic, rows)
 
-    monkeypatch.setattr(client, "_publish_rows", counting)
+    monkeypatch.setattr(client, "_publish_chunk", counting)
     payloads = [b"a" * 300] * 5 + [b"b" * 2000] + [b"c" * 10] * 3  # base64: 400, 2668, 16 bytes
     results = client.publish_batch(
         "big", [{"payload": p, "key": "k", "id": f"m{i}"} for i, p in enumerate(payloads)]

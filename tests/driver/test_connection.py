@@ -151,7 +151,7 @@ def test_a_bad_host_list_is_named(dsn):
 def test_a_host_list_connects_to_the_writable_server(tmp_path):
     """Two real servers, the first read-only (as a secondary is): a DSN listing both lands on the
     second; with both read-only, the error names each host's answer."""
-    from mysqlq.tools import localserver
+    from mysqlq_dev import localserver
 
     servers = [localserver.throwaway(tmp_path / f"s{i}") for i in range(2)]
     try:

@@ -192,7 +192,7 @@ def test_a_read_only_server_raises_server_read_only(tmp_path) -> None:
     server is writable again the publish goes through, stored once. The schema is installed by
     an admin without SUPER, so that read_only applies to its DEFINER routines on both servers."""
     from mysqlq.schema import grants, migrate
-    from mysqlq.tools import harness, localserver
+    from mysqlq_dev import harness, localserver
 
     server = localserver.throwaway(tmp_path / "server")
     try:

@@ -9,11 +9,11 @@ import urllib.parse
 import pytest
 
 import mysqlq
-from mysqlq import doctor
 from mysqlq.connection import connect, parse_dsn
 from mysqlq.errors import DatabaseError, Error, InvalidDSN
-from mysqlq.tools.harness import ThrowawayDatabase
-from mysqlq.tools.localserver import ExternalServer
+from mysqlq.schema import doctor
+from mysqlq_dev.harness import ThrowawayDatabase
+from mysqlq_dev.localserver import ExternalServer
 
 # every piece holds "sekr"; the rest are the characters that break naive parsing or redaction
 PASSWORD = "sekr1@sekr2:sekr3/sekr4%sekr5\"'\\ü?sekr6#sekr7"

@@ -11,7 +11,7 @@ import pytest
 
 import mysqlq
 from mysqlq import connection, errors, transient
-from mysqlq.tools import harness, localserver
+from mysqlq_dev import harness, localserver
 
 
 def test_the_window_is_60_seconds_by_default_and_a_setting(dsn, monkeypatch) -> None:

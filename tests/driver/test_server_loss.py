@@ -15,7 +15,7 @@ from helpers.support import wait_until
 import mysqlq
 from mysqlq import connection
 from mysqlq.subscriber import FLUSH_GRACE
-from mysqlq.tools import harness, localserver
+from mysqlq_dev import harness, localserver
 
 
 def until(condition: Callable[[], bool], what: str) -> None:

@@ -1,6 +1,6 @@
 """The failover drill against a real 3-member MySQL Group Replication group (issue 21).
 
-``python -m mysqlq.tools.failover run`` (see driver/mysqlq/tools/failover.py) starts the group on
+``python -m mysqlq_dev.failover run`` (see tools/mysqlq_dev/failover.py) starts the group on
 loopback from the MySQL chroot, runs two publisher processes and a group of two subscriber
 processes with a host-list DSN, SIGKILLs the primary five times (bringing the killed member back
 each time), makes the primary leave the group with its server up (its clients meet 1290 and must
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from mysqlq.tools.mysqlchroot import may_install
+from mysqlq_dev.mysqlchroot import may_install
 
 pytestmark = [
     pytest.mark.ha,
@@ -39,7 +39,7 @@ def test_the_group_survives_repeated_primary_kills_and_a_switchover(tmp_path: Pa
         [
             sys.executable,
             "-m",
-            "mysqlq.tools.failover",
+            "mysqlq_dev.failover",
             "run",
             "--failovers",
             str(FAILOVERS),

@@ -15,7 +15,7 @@ import mysqlq
 from mysqlq import errors
 from mysqlq.connection import connect
 from mysqlq.schema import migrate
-from mysqlq.tools.group import LocalGroup
+from mysqlq_dev.group import LocalGroup
 
 pytestmark = [
     pytest.mark.ha,

@@ -1,4 +1,4 @@
-"""The local Group Replication tool itself (driver/mysqlq/tools/group.py) on a real 3-member group:
+"""The local Group Replication tool itself (tools/mysqlq_dev/group.py) on a real 3-member group:
 it starts with one ONLINE primary and read-only secondaries, replicates a row, elects a new
 primary when the primary is SIGKILLed, brings the killed member back with what it missed, and
 makes a named member primary. Runs with ``bash scripts/test --ha`` (``MYSQLQ_HA=1``)."""
@@ -16,8 +16,8 @@ import MySQLdb
 import pytest
 
 from mysqlq.connection import connect
-from mysqlq.tools.group import GroupMember, LocalGroup
-from mysqlq.tools.mysqlchroot import may_install
+from mysqlq_dev.group import GroupMember, LocalGroup
+from mysqlq_dev.mysqlchroot import may_install
 
 pytestmark = [
     pytest.mark.ha,

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from mysqlq import connection as mq_connection
-from mysqlq.tools import harness
+from mysqlq_dev import harness
 
 call = mq_connection.call
 

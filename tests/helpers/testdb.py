@@ -1,7 +1,7 @@
 """The repository root and the test databases: their names, how they are made and dropped.
 
 conftest.py builds its fixtures from these; a test that makes databases of its own (the harness's
-speed test, the grants tests) takes the pieces from here or from ``mysqlq.tools.harness``.
+speed test, the grants tests) takes the pieces from here or from ``mysqlq_dev.harness``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import MySQLdb
 
 from mysqlq import connection as mq_connection
 from mysqlq.schema.snapshot import SchemaObject
-from mysqlq.tools import harness, localserver
-from mysqlq.tools.harness import ThrowawayDatabase
+from mysqlq_dev import harness, localserver
+from mysqlq_dev.harness import ThrowawayDatabase
 
 # the checkout: tests/helpers/testdb.py -> tests/helpers -> tests -> the root
 ROOT = Path(__file__).resolve().parents[2]

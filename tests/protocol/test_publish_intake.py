@@ -4,6 +4,7 @@ transaction, concurrent publishers on one key, a bad element in the middle."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 
@@ -11,8 +12,10 @@ import pytest
 from helpers.support import call, rows, scalar
 
 import mysqlq
+from mysqlq import batch as batches
 from mysqlq import intake
-from mysqlq.tools.bench import server as counters
+from mysqlq.codec import OutgoingMessage
+from mysqlq_dev.bench import server as counters
 
 TOPIC = "intake"
 
@@ -34,13 +37,14 @@ def intake_rows(conn) -> int:
     return scalar(conn, "SELECT COUNT(*) FROM queue__intake")
 
 
-def with_rank(row, rank):
-    return (*row[:-1], rank)
+def row(idx, payload, msg_id, **fields):
+    """A chunk's entry: the message with its index in its call (the intake's idx)."""
+    return (idx, OutgoingMessage(payload, id=msg_id, **fields))
 
 
-def send(conn, sent):
+def send(conn, sent, ranks=None):
     cur = conn.cursor()
-    for statement in intake.insert_statements(conn, sent):
+    for statement in intake.insert_statements(conn, sent, ranks):
         cur.execute(statement)
     return call(conn, "queue_publish_intake", TOPIC)
 
@@ -135,13 +139,15 @@ def test_a_bad_row_in_the_middle_is_named_and_nothing_is_written(conn, bad, fiel
     """The procedure's own check (SQL callers and any driver): the rows go in as they are, and
     the first bad one is named by its idx; nothing is stored, the intake is left empty."""
     call(conn, "queue_intake_open")
-    good = [intake.row(i, b"x", f"m{i}", key="k") for i in range(5)]
-    row = list(good[2])
-    row[4] = bad.get("_raw_metadata", row[4])
-    row[8] = bad.get("_raw_priority", row[8])
-    row[1] = bad.get("_raw_key", row[1])
-    row[5] = bad.get("_raw_delay", row[5])
-    good[2] = tuple(row)
+    good = [row(i, b"x", f"m{i}", key="k") for i in range(5)]
+    m = good[2][1]
+    raw = {
+        "metadata": bad.get("_raw_metadata", m.metadata),
+        "priority": bad.get("_raw_priority", m.priority),
+        "key": bad.get("_raw_key", m.key),
+        "delay_ms": bad.get("_raw_delay", m.delay_ms),
+    }
+    good[2] = (2, dataclasses.replace(m, **raw))
     cur = conn.cursor()
     for statement in intake.insert_statements(conn, good):
         cur.execute(statement)
@@ -213,9 +219,9 @@ def test_json_batches_and_intake_calls_mix_on_one_session(conn):
     call(conn, "queue_intake_open")
 
     def intake_call(ids):
-        sent = intake.ranked([intake.row(i, b"x", m, key="k") for i, m in enumerate(ids)])
+        sent = [row(i, b"x", m, key="k") for i, m in enumerate(ids)]
         found = [tuple(r.values()) for r in send(conn, sent)]
-        return [offset for _idx, offset, _dup, _pid in intake.results(sent, found)]
+        return [r.offset for r in intake.results(sent, intake.ranks(sent), found)]
 
     assert intake_call(["a", "b"]) == [1, 2]
     out = call(
@@ -233,14 +239,13 @@ def test_keys_the_caller_ranked_come_back_as_one_range_each(conn):
     when it is not the idx order."""
     call(conn, "queue_intake_open")
     sent = [
-        intake.row(0, b"a1", "a1", key="a"),
-        intake.row(1, b"b1", "b1", key="b"),
-        intake.row(2, b"a2", "a2", key="a"),
+        row(0, b"a1", "a1", key="a"),
+        row(1, b"b1", "b1", key="b"),
+        row(2, b"a2", "a2", key="a"),
     ]
     # key "b" ranked by the caller; key "a" too, in the reverse of idx order
-    ranks = {0: 2, 1: 1, 2: 1}
-    sent = [with_rank(r, ranks[r[0]]) for r in sent]
-    found = send(conn, sent)
+    ranks = [2, 1, 1]
+    found = send(conn, sent, ranks)
     assert sorted((r["idx"], r["part_key"], r["offset"], r["duplicate"]) for r in found) == [
         (None, "a", 0, 0),
         (None, "b", 0, 0),
@@ -250,10 +255,10 @@ def test_keys_the_caller_ranked_come_back_as_one_range_each(conn):
         ("a", 2, "a1"),
         ("b", 1, "b1"),
     ]
-    out = intake.results(sent, [tuple(r.values()) for r in found])
-    assert [(idx, offset) for idx, offset, _dup, _pid in out] == [(0, 2), (1, 1), (2, 1)]
+    out = intake.results(sent, ranks, [tuple(r.values()) for r in found])
+    assert [(r.id, r.offset) for r in out] == [("a1", 2), ("b1", 1), ("a2", 1)]
     # the next call's ranges start where these ended
-    found = send(conn, [with_rank(intake.row(0, b"a3", "a3", key="a"), 1)])
+    found = send(conn, [row(0, b"a3", "a3", key="a")], [1])
     assert [(r["idx"], r["offset"]) for r in found] == [(None, 2)]
 
 
@@ -262,13 +267,14 @@ def test_unkeyed_and_unranked_rows_come_back_one_by_one_beside_the_ranges(conn):
     row each, in idx order after the ranges; the ranked key keeps the caller's ranks."""
     call(conn, "queue_intake_open")
     sent = [
-        with_rank(intake.row(0, b"a1", "a1", key="a"), 2),
-        intake.row(1, b"u1", "u1"),
-        intake.row(2, b"c1", "c1", key="c"),
-        with_rank(intake.row(3, b"a2", "a2", key="a"), 1),
-        intake.row(4, b"c2", "c2", key="c"),
+        row(0, b"a1", "a1", key="a"),
+        row(1, b"u1", "u1"),
+        row(2, b"c1", "c1", key="c"),
+        row(3, b"a2", "a2", key="a"),
+        row(4, b"c2", "c2", key="c"),
     ]
-    found = send(conn, sent)
+    ranks = [2, None, None, 1, None]  # key "a" ranked by the caller, key "c" not
+    found = send(conn, sent, ranks)
     assert [(r["idx"], r["part_key"]) for r in found] == [
         (None, "a"),
         (1, None),
@@ -278,12 +284,12 @@ def test_unkeyed_and_unranked_rows_come_back_one_by_one_beside_the_ranges(conn):
     by_id = {r["id"]: (r["k"], r["o"]) for r in log(conn)}
     assert by_id["a2"] == ("a", 1) and by_id["a1"] == ("a", 2)
     assert by_id["c1"] == ("c", 1) and by_id["c2"] == ("c", 2)
-    out = intake.results(sent, [tuple(r.values()) for r in found])
+    out = intake.results(sent, ranks, [tuple(r.values()) for r in found])
     stored = {
         r["message_id"]: (r["msg_offset"], r["partition_id"])
         for r in rows(conn, "SELECT message_id, msg_offset, partition_id FROM queue_messages")
     }
-    assert [(o, p) for _i, o, _d, p in out] == [stored[r[2]] for r in sent]
+    assert [(r.offset, r.partition_id) for r in out] == [stored[m.id] for _i, m in sent]
 
 
 @pytest.mark.parametrize("repeats", [[], ["old", "m1"]])
@@ -308,8 +314,8 @@ def test_the_driver_results_match_the_log_for_a_mixed_batch(dsn, conn, repeats):
 def test_the_driver_names_only_the_columns_its_rows_set(dsn, conn):
     """A column no row of the chunk sets is left out of the INSERT and takes the intake's
     DEFAULT: the log holds the same as when every value is sent."""
-    plain = intake.message_rows([b"a", b"b"], 10)
-    (statement,) = intake.insert_statements(conn, intake.ranked(plain))
+    plain = list(enumerate(batches.messages([b"a", b"b"], 10)))
+    (statement,) = intake.insert_statements(conn, plain)
     assert statement.startswith(
         b"INSERT INTO queue__intake (idx, msg_id, payload, content_type) VALUES "
     )
@@ -353,11 +359,11 @@ def test_a_chunk_goes_as_several_inserts_each_sent_before_the_next_is_built(conn
     """Over :data:`intake.STATEMENT_BYTES` a chunk's rows go in several INSERTs (sent one while
     the next is built); all arrive, and their offsets follow idx order per key (G3)."""
     call(conn, "queue_intake_open")
-    sent = intake.ranked([intake.row(i, b"p" * 200, f"m{i}", key=f"k{i % 3}") for i in range(1000)])
+    sent = [row(i, b"p" * 200, f"m{i}", key=f"k{i % 3}") for i in range(1000)]
     statements = len(list(intake.insert_statements(conn, sent)))
     assert statements > 1
     before = counters.session_counter(conn, "Com_insert")
-    intake._insert(conn, sent)
+    intake._insert(conn, sent, intake.ranks(sent))
     assert counters.session_counter(conn, "Com_insert") - before == statements
     assert intake_rows(conn) == 1000
     call(conn, "queue_publish_intake", TOPIC)
@@ -368,11 +374,11 @@ def test_a_chunk_goes_as_several_inserts_each_sent_before_the_next_is_built(conn
 
 def test_a_failed_insert_among_several_leaves_the_intake_empty_and_the_session_usable(conn):
     call(conn, "queue_intake_open")
-    sent = intake.ranked([intake.row(i, b"p" * 200, f"m{i}", key="k") for i in range(1000)])
+    sent = [row(i, b"p" * 200, f"m{i}", key="k") for i in range(1000)]
     # the last INSERT repeats an idx: it fails once the earlier ones are in
-    sent[-1] = (0, *sent[-1][1:])
+    sent[-1] = (0, sent[-1][1])
     with pytest.raises(mysqlq.DatabaseError, match="Duplicate"):
-        intake._insert(conn, sent)
+        intake._insert(conn, sent, intake.ranks(sent))
     assert intake_rows(conn) == 0
     assert call(conn, "queue_publish_intake", TOPIC) == []
     assert scalar(conn, "SELECT COUNT(*) FROM queue_messages") == 0

@@ -28,7 +28,7 @@ import mysqlq
 from mysqlq import _sql, schema
 from mysqlq import connection as mq_connection
 from mysqlq.schema import grants, migrate
-from mysqlq.tools import harness, localserver
+from mysqlq_dev import harness, localserver
 
 # MySQL 8.0+'s default sql_mode
 MYSQL_DEFAULT_SQL_MODE = (

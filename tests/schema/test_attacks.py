@@ -37,7 +37,7 @@ import mysqlq
 from mysqlq import connection as mq_connection
 from mysqlq import errors
 from mysqlq.schema import grants
-from mysqlq.tools.harness import create_database, drop_database, install_schema
+from mysqlq_dev.harness import create_database, drop_database, install_schema
 
 call = mq_connection.call
 YEAR_MS = 31_536_000_000

@@ -24,10 +24,10 @@ from click.testing import CliRunner
 
 import mysqlq
 from mysqlq import connection as mq_connection
-from mysqlq import errors
+from mysqlq import errors, intake
 from mysqlq.cli import main as cli_main
 from mysqlq.schema import grants
-from mysqlq.tools.harness import create_database, drop_database, install_schema
+from mysqlq_dev.harness import create_database, drop_database, install_schema
 
 call = mq_connection.call
 DENIED = (1142, 1143, 1044, 1370, 1227)  # table, column, database, routine, privilege
@@ -233,7 +233,7 @@ def test_publisher_granted_before_protocol_1_6_publishes_batches_as_json(
             batch = [{"payload": b"x", "key": "legacy", "id": f"l-{i}"} for i in range(3)]
             first = client.publish_batch("legacy", batch)
             assert [(r.offset, r.duplicate) for r in first] == [(1, False), (2, False), (3, False)]
-            assert client._conn._mysqlq_intake == "json"
+            assert intake.of(client._conn).mode == intake.JSON
             again = client.publish_batch("legacy", [*batch[1:], {"payload": b"y", "key": "legacy"}])
             assert [(r.offset, r.duplicate) for r in again] == [(2, True), (3, True), (4, False)]
             with client.transaction() as tx:
@@ -248,12 +248,12 @@ def test_publisher_granted_before_protocol_1_6_publishes_batches_as_json(
         )
     with mysqlq.connect(accounts.publisher) as client:
         assert client.publish_batch("legacy", [{"payload": b"w", "key": "legacy"}])[0].offset == 6
-        assert client._conn._mysqlq_intake == "open"
+        assert intake.of(client._conn).mode == intake.OPEN
         # in a transaction the driver empties the intake first: EXECUTE is all it takes
         with client.transaction() as tx:
             tx.publish_batch("legacy", [{"payload": b"v", "key": "legacy"}])
             tx.publish_batch("legacy", [{"payload": b"u", "key": "legacy"}])
-            assert tx.connection._mysqlq_intake == "open"
+            assert intake.of(tx.connection).mode == intake.OPEN
 
 
 def test_publisher_granted_before_protocol_1_8_publishes_without_hints(

@@ -1,4 +1,5 @@
-"""Migrations: stairway, offline script, drift check, version check.
+"""Migrations: stairway, offline script, drift check, version check, and the snapshots (a full
+baseline, then one delta per revision, folded into the schema at any revision).
 
 Each migration test runs on two source trees: this repository's (skipped while
 it has no revision) and a small sample tree written to a temporary directory,
@@ -7,6 +8,7 @@ so the tooling is exercised whatever the state of the queue SQL.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -26,7 +28,17 @@ from mysqlq.connection import call, connect
 from mysqlq.schema import migrate
 from mysqlq.schema.freeze import check, freeze, list_revisions
 from mysqlq.schema.render import read_schema
-from mysqlq.tools.harness import ThrowawayDatabase, install_schema
+from mysqlq.schema.snapshot import (
+    SchemaObject,
+    changes,
+    format_delta,
+    format_snapshot,
+    read_delta,
+    schema_at,
+    snapshot_files,
+    snapshot_sha256,
+)
+from mysqlq_dev.harness import ThrowawayDatabase, install_schema
 
 needs_client = pytest.mark.skipif(mysql_client() is None, reason="no mariadb/mysql client")
 
@@ -175,6 +187,16 @@ def test_upgrade_and_downgrade_between_revisions(
     revision, warnings = freeze(root, "second")
     assert (revision, warnings) == ("0002", [])
     assert check(root)[0]
+    # the revision's file holds what it adds or changes, and the name it drops; nothing else
+    delta = read_delta(root / "migrations" / "snapshots" / "0002.sql")
+    assert (delta.full, delta.base) == (False, "0001")
+    assert [(o.kind, o.name) for o in delta.objects] == [
+        ("table", "queue_beta"),
+        ("procedure", "queue_sample_gc"),
+        ("procedure", "queue_sample_new"),
+    ]
+    assert delta.drops == (("procedure", "queue_sample_publish"),)
+    assert schema_at("0002", root / "migrations") == read_schema(root)
     loc = _migrations(root)
     conn = empty_db.connect()
     name = empty_db.name
@@ -275,6 +297,180 @@ def test_freeze_and_check_detect_drift(tree: Path, tmp_path: Path) -> None:
                 [str(ruff), *args, *config, versions], capture_output=True, text=True
             )
             assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def _freeze_script(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    script = ROOT / "scripts" / "freeze_migration.py"
+    return subprocess.run(
+        [sys.executable, str(script), *args, "--root", str(root)], capture_output=True, text=True
+    )
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+def test_a_revision_that_changes_one_routine_stores_that_routine(
+    tree: Path, tmp_path: Path
+) -> None:
+    """A new revision's footprint is what it changed: one procedure edited, one procedure in its
+    snapshot file, a few lines beside it, whatever the size of the schema."""
+    root = copy_tree(tree, tmp_path / "tree")
+    migrations = root / "migrations"
+    procedure = sorted(p for p in (root / "procedures").glob("*.sql") if p.name[0] != "_")[0]
+    text = procedure.read_text()
+    assert "\nBEGIN" in text
+    procedure.write_text(text.replace("\nBEGIN", "\nBEGIN\n    DO 'changed';", 1))
+    before = list_revisions(root)[-1].revision
+
+    result = _freeze_script(root, "--message", "change one procedure")
+    assert result.returncode == 0, result.stderr
+    head = list_revisions(root)[-1]
+    assert head.down_revision == before
+    delta = read_delta(head.snapshot)
+    (routine,) = (o for o in read_schema(root) if o.name == procedure.stem)
+    assert (delta.full, delta.base, delta.drops) == (False, before, ())
+    assert delta.objects == (routine,)
+    assert head.snapshot.read_text() == format_delta(head.revision, before, [routine])
+    assert head.sha256 == snapshot_sha256(head.snapshot)
+
+    # in proportion to the routine: its lines, a marker and a short header
+    routine_lines = len(routine.sql.splitlines())
+    full_lines = len(format_snapshot(read_schema(root), head.revision).splitlines())
+    assert _lines(head.snapshot) <= routine_lines + 8
+    assert _lines(head.snapshot) * 2 < full_lines
+    if len(read_schema(root)) > 20:  # the repository's schema: thousands of lines
+        assert _lines(head.snapshot) * 10 < full_lines
+
+    # the full schema at the new head is the fold, rendered on demand
+    assert schema_at(head.revision, migrations) == read_schema(root)
+    assert check(root)[0]
+    printed = _freeze_script(root, "--print-head")
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout == format_snapshot(read_schema(root), head.revision)
+    diff = _freeze_script(root, "--diff", head.revision)
+    assert diff.returncode == 0, diff.stderr
+    changed = [
+        line
+        for line in diff.stdout.splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    assert changed == ["+    DO 'changed';"]
+
+    # --amend rewrites the newest delta, still holding that one routine
+    procedure.write_text(procedure.read_text().replace("DO 'changed';", "DO 'amended';"))
+    assert _freeze_script(root, "--amend").returncode == 0
+    (routine,) = (o for o in read_schema(root) if o.name == procedure.stem)
+    assert read_delta(head.snapshot).objects == (routine,)
+    assert [r.revision for r in list_revisions(root)][-2:] == [before, head.revision]
+    assert list_revisions(root)[-1].sha256 == snapshot_sha256(head.snapshot)
+    assert check(root)[0]
+
+
+def test_every_stored_delta_is_what_freeze_writes(tree: Path) -> None:
+    """Each snapshot after the first holds exactly what changed since the one before (byte for
+    byte what freezing writes), and folding them gives every revision's schema."""
+    migrations = tree / "migrations"
+    files = snapshot_files(migrations)
+    assert [p.stem for p in files] == [r.revision for r in list_revisions(tree)]
+    assert read_delta(files[0]).full
+    first = files[0].stem
+    assert files[0].read_text() == format_snapshot(schema_at(first, migrations), first)
+    for older, newer in itertools.pairwise(files):
+        objects, drops = changes(
+            schema_at(older.stem, migrations), schema_at(newer.stem, migrations)
+        )
+        assert objects or drops, f"{newer.name} changes nothing"
+        assert newer.read_text() == format_delta(newer.stem, older.stem, objects, drops)
+    assert schema_at("head", migrations) == schema_at(files[-1].stem, migrations)
+    assert schema.load_snapshot(files[-1]) == schema_at(files[-1].stem, migrations)
+
+
+def test_check_catches_what_breaks_the_fold(sample_tree: Path, tmp_path: Path) -> None:
+    """A delta re-pinned by hand still has to fold: a restated object, a drop of a name that is
+    not there, a delta over the wrong revision, a snapshot without a revision, a missing pin."""
+    root = copy_tree(sample_tree, tmp_path / "tree")
+    gc = root / "procedures" / "queue_sample_gc.sql"
+    gc.write_text(gc.read_text().replace("v_i < 10", "v_i < 30"))
+    assert freeze(root, "second")[0] == "0002"
+    assert check(root)[0]
+    second = list_revisions(root)[-1]
+    pristine = second.snapshot.read_text()
+    module = second.path.read_text()
+    zeta = next(o for o in schema_at("0001", root / "migrations") if o.name == "queue_zeta")
+
+    def broken(text: str) -> str:
+        second.snapshot.write_text(text)
+        second.path.write_text(module.replace(second.sha256, snapshot_sha256(second.snapshot)))
+        ok, report = check(root)
+        assert not ok
+        return report
+
+    restated = format_delta("0002", "0001", [zeta, *read_delta(second.snapshot).objects])
+    assert "restates table queue_zeta unchanged" in broken(restated)
+    assert "drops procedure queue_nothing" in broken(
+        pristine.replace(
+            "\n\n-- mysqlq:object",
+            "\n\n-- mysqlq:drop procedure queue_nothing\n\n-- mysqlq:object",
+            1,
+        )
+    )
+    assert "over 0009" in broken(pristine.replace("over 0001", "over 0009", 1))
+    second.snapshot.write_text(pristine)
+    second.path.write_text(module)
+    assert check(root)[0]
+
+    orphan = root / "migrations" / "snapshots" / "0003.sql"
+    orphan.write_text(format_delta("0003", "0002", [SchemaObject("table", "queue_x", "CREATE")]))
+    ok, report = check(root)
+    assert not ok and "without a revision module" in report
+    orphan.unlink()
+
+    second.path.write_text(module.replace(f'snapshot_sha256 = "{second.sha256}"\n', ""))
+    ok, report = check(root)
+    assert not ok and "has no snapshot_sha256" in report
+
+
+def test_an_installed_package_folds_its_packaged_snapshots(tmp_path: Path) -> None:
+    """The wheel ships migrations/ as mysqlq/_migrations: laid out that way (and no checkout in
+    sight), the package finds the deltas there, folds head, and writes the same offline script."""
+    site = tmp_path / "site"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "driver" / "mysqlq", site / "mysqlq", ignore=ignore)
+    shutil.copytree(ROOT / "migrations", site / "mysqlq" / "_migrations", ignore=ignore)
+    env = {k: v for k, v in os.environ.items() if k != "MYSQLQ_MIGRATIONS_DIR"}
+    env["PYTHONPATH"] = str(site)
+    probe = (
+        "import sys\n"
+        "from mysqlq.schema import migrate, paths, snapshot\n"
+        "d = paths.migrations_dir()\n"
+        "assert d == paths.Path(sys.argv[1]), d\n"
+        "rev = snapshot.head_revision()\n"
+        "sys.stdout.write(snapshot.format_snapshot(snapshot.schema_at(rev), rev))\n"
+        "sys.stdout.write('\\n@@@\\n' + migrate.offline_script('head'))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, str(site / "mysqlq" / "_migrations")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    head = list_revisions(ROOT)[-1].revision
+    full, offline = result.stdout.split("\n@@@\n")
+    assert full == format_snapshot(schema_at(head, ROOT / "migrations"), head)
+    assert offline == migrate.offline_script("head", script_location=ROOT / "migrations")
+
+    printed = subprocess.run(
+        [sys.executable, "-m", "mysqlq.schema.freeze", "--print-head"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout == full
 
 
 def test_check_fails_when_sources_have_no_revision(tmp_path: Path) -> None:

@@ -27,8 +27,8 @@ import mysqlq
 from mysqlq import _sql, version
 from mysqlq.schema import migrate
 from mysqlq.schema.freeze import list_revisions
-from mysqlq.tools import harness
-from mysqlq.tools.harness import ThrowawayDatabase
+from mysqlq_dev import harness
+from mysqlq_dev.harness import ThrowawayDatabase
 
 MIGRATIONS = ROOT / "migrations"
 START = "0002"

@@ -14,8 +14,8 @@ from helpers.support import scalar, wait_until
 from helpers.testdb import ROOT
 
 from mysqlq.connection import execute_rows
-from mysqlq.tools.bench import server as counters
-from mysqlq.tools.bench import workloads
+from mysqlq_dev.bench import server as counters
+from mysqlq_dev.bench import workloads
 
 PAYLOAD = b"x" * 100
 
@@ -218,7 +218,7 @@ def test_only_the_probe_keeps_the_callers_transaction(schema_objects, conn, conn
 def test_the_bench_report_names_the_hosts_processor() -> None:
     """Ratios of a procedure to a raw INSERT move with the processor (docs/benchmarks.md): every
     report says which one measured it."""
-    from mysqlq.tools import bench
+    from mysqlq_dev import bench
 
     machine = bench._machine()
     assert machine["cpu_model"] and machine["cpus"] >= 1, machine

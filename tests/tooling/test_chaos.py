@@ -2,7 +2,7 @@
 slow, hung, poison and explicitly dead-lettered messages, in three groups (one of them writes a
 row per message in the message's own transaction: exactly-once effects).
 
-Runs ``python -m mysqlq.tools.chaos run --config ci`` (see driver/mysqlq/tools/chaos/) on a
+Runs ``python -m mysqlq_dev.chaos run --config ci`` (see tools/mysqlq_dev/chaos/) on a
 throwaway server of its own, and asserts the checker's verdict: nothing lost (G5), nothing rolled
 back delivered (G2), no order violation in the strict group (G6), duplicates within what was in
 flight at the faults (G4), nothing dead-lettered but what raised on every attempt, hung on its last
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from helpers.testdb import ROOT
 
-from mysqlq.tools import localserver
+from mysqlq_dev import localserver
 
 
 @pytest.mark.chaos
@@ -37,7 +37,7 @@ def test_chaos_ci_configuration(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "mysqlq.tools.chaos",
+            "mysqlq_dev.chaos",
             "run",
             "--config",
             "ci",

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from mysqlq.tools.chaos import (
+from mysqlq_dev.chaos import (
     EXPIRED,
     MAX_ATTEMPTS,
     MAX_HANDLER_S,
@@ -22,7 +22,7 @@ from mysqlq.tools.chaos import (
     mode_of,
     poison_last_error,
 )
-from mysqlq.tools.chaos.checker import Tally, check, passed
+from mysqlq_dev.chaos.checker import Tally, check, passed
 
 SHARES = {"slow": 0.1, "hang": 0.1, "poison": 0.1, "hang_last": 0.1, "explicit": 0.1}
 VIS_MS = round(VISIBILITY_S * 1000)

@@ -9,7 +9,7 @@ import pytest
 from helpers.testdb import DB_PREFIX, EVENTS_OFF
 
 from mysqlq.connection import call_all, parse_dsn
-from mysqlq.tools.harness import create_database, drop_database, install_schema
+from mysqlq_dev.harness import create_database, drop_database, install_schema
 
 _seen: list[str] = []
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mysqlq.connection import connect
-from mysqlq.tools import localserver, mysqlchroot
+from mysqlq_dev import localserver, mysqlchroot
 
 needs_binary = pytest.mark.skipif(
     localserver.server_binary() is None, reason="no mariadbd/mysqld binary"
@@ -57,7 +57,7 @@ def test_module_command_keeps_a_server_running(tmp_path) -> None:
     cmd = [
         sys.executable,
         "-m",
-        "mysqlq.tools.localserver",
+        "mysqlq_dev.localserver",
         "--mode",
         "local",
         "--dir",
@@ -72,7 +72,7 @@ def test_module_command_keeps_a_server_running(tmp_path) -> None:
         assert again.stdout.strip() == dsn  # reused, not a second server
     finally:
         stop = subprocess.run(
-            [sys.executable, "-m", "mysqlq.tools.localserver", "--stop", str(directory)],
+            [sys.executable, "-m", "mysqlq_dev.localserver", "--stop", str(directory)],
             capture_output=True,
             text=True,
             timeout=120,

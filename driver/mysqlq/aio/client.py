@@ -25,8 +25,8 @@ from typing import Any
 
 from mysqlq import client as sync_client
 from mysqlq.aio._offload import Serial, ThreadedContext
-from mysqlq.client import PublishResult
-from mysqlq.connection import resolve_dsn
+from mysqlq.codec import OutgoingMessage, PublishResult
+from mysqlq.connection import DSN, parse_dsn, resolve_dsn
 from mysqlq.errors import Error, InvalidArgument
 from mysqlq.transient import check_window
 
@@ -34,7 +34,7 @@ __all__ = ["Client", "Transaction", "connect"]
 
 
 async def connect(
-    dsn: str | None = None,
+    dsn: str | DSN | None = None,
     *,
     check_version: bool = True,
     strict_topics: bool = False,
@@ -95,9 +95,7 @@ class Transaction:
         content_type: str | None = None,
         priority: int = 0,
     ) -> PublishResult:
-        return await self._serial(
-            self._tx.publish,
-            topic,
+        message = OutgoingMessage.build(
             payload,
             key=key,
             id=id,
@@ -107,6 +105,7 @@ class Transaction:
             content_type=content_type,
             priority=priority,
         )
+        return await self._serial(self._tx._send, topic, message)
 
     async def publish_batch(
         self, topic: str, messages: Iterable[Any], *, chunk_size: int = 1000
@@ -124,7 +123,7 @@ class Client:
 
     def __init__(
         self,
-        dsn: str | None = None,
+        dsn: str | DSN | None = None,
         *,
         check_version: bool = True,
         strict_topics: bool = False,
@@ -133,7 +132,9 @@ class Client:
     ) -> None:
         if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
             raise InvalidArgument(f"pool_size must be an integer above 0, not {pool_size!r}")
-        self.dsn = resolve_dsn(dsn)
+        self.dsn = dsn if isinstance(dsn, DSN) else resolve_dsn(dsn)
+        # parsed once: each worker thread's client gets the DSN object
+        self._url = dsn if isinstance(dsn, DSN) else parse_dsn(self.dsn)
         self.strict_topics = strict_topics
         self.pool_size = pool_size
         self.retry_window = check_window(retry_window)
@@ -155,7 +156,7 @@ class Client:
                     raise Error("this mysqlq.aio client is closed")
                 check = self._check_version
             client = sync_client.Client(
-                self.dsn,
+                self._url,
                 check_version=check,
                 strict_topics=self.strict_topics,
                 retry_window=self.retry_window,
@@ -219,9 +220,7 @@ class Client:
         """Publish one message; returns its offset and whether it was a duplicate (G1). It
         commits at once and is retried on transient errors (see :meth:`mysqlq.Client.publish`);
         in your transaction, use :meth:`transaction`."""
-        return await self._run(
-            "publish",
-            topic,
+        message = OutgoingMessage.build(
             payload,
             key=key,
             id=id,
@@ -231,6 +230,7 @@ class Client:
             content_type=content_type,
             priority=priority,
         )
+        return await self._run("_send", topic, message)
 
     async def publish_batch(
         self, topic: str, messages: Iterable[Any], *, chunk_size: int = 1000

@@ -15,21 +15,20 @@ red line on stderr and exit with status 1.
     mysqlq doctor [--fix] [--json] [--role R]  check event, binlog, group, primary, grants
     mysqlq grants                              GRANT statements (and access rules) per role
     mysqlq group configure GROUP TOPIC         a group's max attempts and DLQ topic (admin)
-    mysqlq demo                                publish and consume a few thousand messages
-    mysqlq bench                               mysqlq beside other queues on one server
+    mysqlq demo, mysqlq bench                  where the workshop (tools/, mysqlq-dev) is installed
     mysqlq spark archive|dlq-report            Spark pipelines (needs mysqlq[spark])
 """
 
 from __future__ import annotations
 
+from importlib.metadata import EntryPoint, entry_points
+
 import click
 
 from mysqlq import __version__
 from mysqlq.cli.archive import archive
-from mysqlq.cli.bench import bench
 from mysqlq.cli.consume import consume
 from mysqlq.cli.dashboard import dashboard
-from mysqlq.cli.demo import demo
 from mysqlq.cli.dlq import dlq
 from mysqlq.cli.doctor import doctor
 from mysqlq.cli.gc import gc
@@ -43,7 +42,24 @@ from mysqlq.cli.stats import stats
 __all__ = ["main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The commands above, and those other distributions add (entry point group
+    ``mysqlq.commands``: the workshop's ``demo`` and ``bench``, tools/pyproject.toml), loaded
+    when asked for, so that a workshop module may import ``mysqlq.cli`` itself."""
+
+    def _plugins(self) -> dict[str, EntryPoint]:
+        return {p.name: p for p in entry_points(group="mysqlq.commands")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self._plugins()})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        point = None if command is not None else self._plugins().get(cmd_name)
+        return point.load() if point is not None else command
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="mysqlq")
 def main() -> None:
     """mysqlq: a message queue in MySQL/MariaDB stored procedures."""
@@ -61,8 +77,6 @@ for _command in (
     doctor,
     grants,
     group_cli,
-    demo,
-    bench,
     spark_group,
 ):
     main.add_command(_command)

@@ -9,7 +9,7 @@ import json
 import click
 from rich.table import Table
 
-from mysqlq import codec
+from mysqlq.cli import jsonlines
 from mysqlq.cli._common import (
     DSN_OPTION,
     console,
@@ -87,7 +87,7 @@ def archive_show(dsn: str | None, topic: str, message_id: str, as_json: bool) ->
         if not rows:
             raise Error(f"the archive of {topic} has no message with id {message_id!r}")
     # an archived message has the fields of a DLQ entry and more: the same JSON shape
-    entries = [codec.dlq_entry_json(row) for row in rows]
+    entries = [jsonlines.dlq_entry_json(row) for row in rows]
     if as_json:
         echo_json(entries)
         return

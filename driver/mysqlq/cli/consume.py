@@ -1,5 +1,5 @@
 """``mysqlq consume``: run a subscriber with a handler given as MODULE:FUNCTION, or one that
-prints each message as a JSON line (the format is codec's)."""
+prints each message as a JSON line (the format is :mod:`mysqlq.cli.jsonlines`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from typing import Any
 
 import click
 
-from mysqlq import codec, retry
+from mysqlq import retry
+from mysqlq.cli import jsonlines
 from mysqlq.cli._common import DSN_OPTION, err_console, errors, json_text, markup, printable
 from mysqlq.errors import redact_dsn
 from mysqlq.policy import AckPolicy
@@ -31,7 +32,7 @@ def _printing_handler() -> Callable[[Any], None]:
     lock = threading.Lock()
 
     def handle(msg: Any) -> None:
-        line = json_text(codec.message_json(msg))
+        line = json_text(jsonlines.message_json(msg))
         with lock:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()

@@ -7,7 +7,7 @@ import json
 import click
 from rich.table import Table
 
-from mysqlq import codec
+from mysqlq.cli import jsonlines
 from mysqlq.cli._common import (
     DSN_OPTION,
     console,
@@ -79,7 +79,7 @@ def dlq_show(
         row = client.dlq_show(dlq_topic, partition_id, offset)
         if row is None:
             raise Error(f"{dlq_topic} has no entry at partition {partition_id} offset {offset}")
-    entry = codec.dlq_entry_json(row)
+    entry = jsonlines.dlq_entry_json(row)
     if as_json:
         echo_json(entry)
         return

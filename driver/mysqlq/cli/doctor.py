@@ -6,9 +6,9 @@ import json
 
 import click
 
-from mysqlq import doctor as checks
 from mysqlq.cli._common import DSN_OPTION, errors, printable
 from mysqlq.connection import resolve_dsn
+from mysqlq.schema import doctor as checks
 
 MARKS = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "error": ("error", "red")}
 

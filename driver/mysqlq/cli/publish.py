@@ -1,4 +1,5 @@
-"""``mysqlq publish``: messages from arguments or JSON lines on stdin (the format is codec's)."""
+"""``mysqlq publish``: messages from arguments or JSON lines on stdin (the format is
+:mod:`mysqlq.cli.jsonlines`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from mysqlq import codec
+from mysqlq.cli import jsonlines
 from mysqlq.cli._common import DSN_OPTION, echo_json, err_console, errors, markup, open_client
 
 
@@ -70,7 +71,7 @@ def publish(
     with errors():
         defaults = {
             "key": key,
-            "metadata": codec.parse_metadata(metadata, "--metadata"),
+            "metadata": jsonlines.parse_metadata(metadata, "--metadata"),
             "delay": delay,
             "kind": kind,
             "content_type": content_type,
@@ -79,7 +80,9 @@ def publish(
         if payloads:
             if message_id is not None and len(payloads) > 1:
                 raise click.UsageError("--id takes exactly one PAYLOAD")
-            messages = [codec.new_message(p, message_id=message_id, **defaults) for p in payloads]
+            messages = [
+                jsonlines.new_message(p, message_id=message_id, **defaults) for p in payloads
+            ]
         else:
             if message_id is not None:
                 raise click.UsageError("--id needs a PAYLOAD argument (stdin lines carry 'id')")
@@ -87,7 +90,7 @@ def publish(
             if stdin.isatty():
                 err_console.print("reading JSON lines from stdin (end with Ctrl-D)")
             messages = [
-                codec.json_line_message(line, f"stdin line {number}", defaults)
+                jsonlines.json_line_message(line, f"stdin line {number}", defaults)
                 for number, line in enumerate(stdin, 1)
                 if line.strip()
             ]
@@ -125,7 +128,7 @@ def _publish(
             for message, result in zip(chunk, results, strict=True):
                 duplicates += result.duplicate
                 if not quiet:
-                    echo_json(codec.publish_result_json(topic, message, result))
+                    echo_json(jsonlines.publish_result_json(topic, message, result))
             progress.advance(task, len(chunk))
     n = len(messages)
     extra = f" ({duplicates} duplicate{'s' * (duplicates != 1)})" if duplicates else ""

@@ -1,11 +1,12 @@
 """Schema installation, above the runtime core: render the sources (``render``), freeze them
-into snapshots (``snapshot``, ``freeze``), install and migrate (``steps``, ``migrate``), and the
-least-privilege grants (``grants``).
+into snapshots, a full baseline and one delta per later revision (``snapshot``, ``freeze``), the
+full schema at any revision folded from them (``schema_at``), install and migrate (``steps``,
+``migrate``), and the least-privilege grants (``grants``).
 
 Revision modules call ``schema.upgrade`` / ``schema.downgrade`` (see ``steps``).
 """
 
-from mysqlq.schema.snapshot import SchemaObject, load_snapshot
+from mysqlq.schema.snapshot import SchemaObject, load_snapshot, schema_at
 from mysqlq.schema.steps import (
     SET_SQL_MODE,
     SQL_MODE,
@@ -34,6 +35,7 @@ __all__ = [
     "execute",
     "install",
     "load_snapshot",
+    "schema_at",
     "stamp",
     "upgrade",
 ]

@@ -22,7 +22,7 @@ from typing import Literal
 
 import jinja2
 
-from mysqlq.schema.snapshot import SchemaObject
+from mysqlq.schema.snapshot import SchemaObject, schema_order
 
 __all__ = [
     "EVENT_SUFFIX",
@@ -136,11 +136,12 @@ def read_events(root: str | Path) -> list[tuple[str, str]]:
 
 
 def read_schema(root: str | Path) -> list[SchemaObject]:
-    """Tables, then routines, then events of a source tree: what a snapshot holds."""
+    """Tables, then routines, then events of a source tree, each by name
+    (:func:`~mysqlq.schema.snapshot.schema_order`): the full schema a revision freezes."""
     objects = [SchemaObject("table", name, sql) for name, sql in read_tables(root)]
     objects += [SchemaObject(r.kind, r.name, r.sql) for r in render_routines(root)]
     objects += [SchemaObject("event", name, sql) for name, sql in read_events(root)]
-    return objects
+    return schema_order(objects)
 
 
 def normalize_statement(text: str) -> str:

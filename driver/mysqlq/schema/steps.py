@@ -1,8 +1,9 @@
 """Installing the mysqlq schema: executors, a whole install, and the migration steps.
 
 Revision modules call :func:`upgrade` / :func:`downgrade`, which drop and
-re-create routines and events from the snapshots (and create or drop the tables
-a revision adds).  Statements run on the raw DBAPI cursor with no parameters,
+re-create routines and events from the schema of the revisions they move between
+(:func:`mysqlq.schema.snapshot.schema_at`: the snapshot deltas folded up to each), and create or
+drop the tables a revision adds.  Statements run on the raw DBAPI cursor with no parameters,
 so ``:name`` and ``%`` in routine bodies are sent verbatim; in offline
 (``--sql``) mode they are written with ``DELIMITER $$`` lines for the
 ``mysql``/``mariadb`` command-line client.
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mysqlq.schema.paths import migrations_dir
-from mysqlq.schema.snapshot import SchemaObject, load_snapshot
+from mysqlq.schema.snapshot import SchemaObject, schema_at
 
 __all__ = [
     "SET_SQL_MODE",
@@ -194,14 +195,10 @@ def _executor(ctx: Any) -> Executor:
 
 
 def _snapshot(ctx: Any, revision: str | None) -> list[SchemaObject]:
-    if revision is None:
-        return []
+    """The full schema at ``revision`` (None: nothing), folded from the run's snapshots."""
     # (no script directory only outside an Alembic run)
     directory = Path(ctx.script.dir) if ctx.script is not None else migrations_dir()
-    path = directory / "snapshots" / f"{revision}.sql"
-    if not path.is_file():
-        raise FileNotFoundError(f"missing snapshot for revision {revision}: {path}")
-    return load_snapshot(path)
+    return schema_at(revision, directory)
 
 
 def execute(sql: str, compound: bool = False) -> None:
@@ -282,7 +279,7 @@ def _programs_wanted(ctx: Any, at: str | None) -> bool:
 def upgrade(revision: str, down_revision: str | None) -> None:
     """Install revision ``revision`` over ``down_revision`` (None: empty database).
 
-    Drops every routine and event of either snapshot, creates the tables that
+    Drops every routine and event of either revision, creates the tables that
     ``revision`` has and ``down_revision`` had not, then creates the routines
     and events of ``revision`` when the run ends there (:func:`_programs_wanted`).
     Changed tables need hand-written ALTERs in the revision module.

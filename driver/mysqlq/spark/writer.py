@@ -17,6 +17,8 @@ from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, Wri
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from mysqlq import codec, intake
+from mysqlq.batch import check, payload_bytes
+from mysqlq.codec import OutgoingMessage, checked_message
 from mysqlq.connection import resolve_dsn
 from mysqlq.errors import InvalidArgument
 from mysqlq.link import Link
@@ -93,7 +95,7 @@ class _Publisher:
         link = Link(self.dsn, window=self.retry_window)
         link.open()
         published = duplicates = index = 0
-        chunks: dict[str, list[intake.Row]] = {}
+        chunks: dict[str, list[tuple[int, OutgoingMessage]]] = {}
         sizes: dict[str, int] = {}
 
         def flush(topic: str, published: int, duplicates: int) -> tuple[int, int]:
@@ -114,14 +116,14 @@ class _Publisher:
                     if not topic:
                         raise InvalidArgument(f"row {index} of the partition has no topic")
                     chunk = chunks.setdefault(topic, [])
-                    row = _row(values_row, prefix, index)
+                    message = _message(values_row, prefix, index)
                     # a chunk also stops before its payloads pass codec.CHUNK_BYTES (the packet
                     # and Group Replication's transaction size limit); a larger row goes alone
-                    size = intake.payload_bytes(row)
+                    size = payload_bytes(message)
                     if chunk and sizes[topic] + size > codec.CHUNK_BYTES:
                         published, duplicates = flush(topic, published, duplicates)
                         chunk = chunks[topic]
-                    chunk.append(row)
+                    chunk.append((index, message))
                     sizes[topic] = sizes.get(topic, 0) + size
                     if len(chunk) >= self.chunk_size:
                         published, duplicates = flush(topic, published, duplicates)
@@ -132,33 +134,34 @@ class _Publisher:
             link.close()
         return PublishCommit(published, duplicates)
 
-    def _send(self, link: Link, topic: str, chunk: list[intake.Row]) -> tuple[int, int]:
+    def _send(self, link: Link, topic: str, chunk: intake.Chunk) -> tuple[int, int]:
         # every row has an id: a chunk sent again after a lost connection, a deadlock or a
         # lock wait timeout stores nothing twice (G1)
-        rows = link.run(lambda conn: intake.publish_rows(conn, topic, chunk, joined=False))
-        dup = sum(1 for r in rows if r[2])
-        return len(rows) - dup, dup
+        results = link.run(lambda conn: intake.publish(conn, topic, chunk, joined=False))
+        dup = sum(1 for r in results if r.duplicate)
+        return len(results) - dup, dup
 
 
-def _row(values: tuple[Any, ...], prefix: str, index: int) -> intake.Row:
-    """One intake row (see mysqlq.intake) from a row's values in the order of _FIELDS."""
+def _message(values: tuple[Any, ...], prefix: str, index: int) -> OutgoingMessage:
+    """The message of a row (its values in the order of _FIELDS), checked as the intake's rows
+    are (:func:`mysqlq.batch.check`); errors name the row by ``index``."""
     payload, key, msg_id, metadata, delay, kind, content_type, priority = values
     if payload is None:
         raise InvalidArgument(f"row {index} of the partition has a NULL payload")
     try:
         if metadata is not None:
             codec.check_metadata_text(metadata)
-        return intake.row(
-            index,
+        message = checked_message(
             payload.encode("utf-8") if isinstance(payload, str) else bytes(payload),
+            key,
             msg_id if msg_id is not None else f"{prefix}{index}",
-            key=key,
-            metadata=metadata,
-            delay_ms=delay,
-            kind=kind,
-            content_type=content_type,
-            priority=codec.priority_value(priority),
+            metadata,
+            delay or 0,
+            kind,
+            content_type,
+            codec.priority_value(priority),
         )
+        return check(index, message)
     except InvalidArgument as exc:
         raise InvalidArgument(f"row {index} of the partition: {exc.message}") from None
 

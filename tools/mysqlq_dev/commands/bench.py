@@ -1,0 +1,95 @@
+"""``mysqlq bench``: the options of :mod:`mysqlq_dev.bench`, which does the work."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from mysqlq.cli._common import DSN_OPTION, console, err_console, errors
+from mysqlq.connection import DSN_ENV
+
+
+@click.command()
+@DSN_OPTION
+@click.option("--quick", is_flag=True, help="Small sizes: the whole run takes under 3 minutes.")
+@click.option(
+    "--out",
+    default="bench-results",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Directory for the JSON report and the PNG chart.",
+)
+@click.option("--no-chart", is_flag=True, help="Do not draw the PNG chart.")
+@click.option("--no-kombu", is_flag=True, help="Leave out the kombu (Celery) baseline.")
+@click.option(
+    "--messages",
+    type=click.IntRange(100),
+    help="Messages per consume run (default: 50,000; 5,000 with --quick).",
+)
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=1),
+    default=500.0,
+    show_default=True,
+    help="Steady-state publish rate, msg/s.",
+)
+@click.option("--seconds", type=click.FloatRange(min=1), help="Steady-state duration.")
+@click.option(
+    "--rounds",
+    type=click.IntRange(1),
+    help="Publish rounds, each workload's median reported (default: 3; 1 with --quick).",
+)
+@click.option(
+    "--only",
+    type=click.Choice(["publish", "consume", "effects", "steady"]),
+    multiple=True,
+    help="Run only these workload kinds (repeatable; default: all).",
+)
+def bench(
+    dsn: str | None,
+    quick: bool,
+    out: str,
+    no_chart: bool,
+    no_kombu: bool,
+    messages: int | None,
+    rate: float,
+    seconds: float | None,
+    only: tuple[str, ...],
+    rounds: int | None,
+) -> None:
+    """Measure mysqlq beside raw INSERTs, a SKIP LOCKED queue and kombu, on one server.
+
+    Uses a throwaway database on the server of --dsn / MYSQLQ_DSN (its database part is
+    ignored), else the local server the tests use. Needs the bench extra for kombu and the chart.
+    """
+    from mysqlq.connection import with_database
+    from mysqlq_dev import bench as bench_module
+    from mysqlq_dev import localserver
+    from mysqlq_dev.bench import report
+
+    options = bench_module.BenchOptions(
+        quick=quick,
+        out=out,
+        chart=not no_chart,
+        kombu=not no_kombu,
+        consume_messages=messages,
+        steady_rate=rate,
+        steady_seconds=seconds,
+        only=only,
+        rounds=rounds,
+    )
+    server = None
+    dsn = dsn or os.environ.get(DSN_ENV)
+    with errors():
+        if not dsn:
+            server = localserver.find_or_start()
+            dsn = server.dsn
+        try:
+            data = bench_module.run(with_database(dsn, None), options, console=err_console)
+        finally:
+            if server is not None and server.started:
+                server.stop()
+        report.print_tables(data, console)
+        for path in bench_module.write(data, out, chart=options.chart):
+            err_console.print(f"wrote {path}")
