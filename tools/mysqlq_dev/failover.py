@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import mysqlq
-from mysqlq import doctor
+from mysqlq.schema import doctor
 from mysqlq.connection import connect
 from mysqlq_dev.group import LocalGroup, until
 
