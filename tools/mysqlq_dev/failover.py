@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any
 
 import mysqlq
-from mysqlq.schema import doctor
 from mysqlq.connection import connect
+from mysqlq.schema import doctor
 from mysqlq_dev.group import LocalGroup, until
 
 __all__ = ["main", "run_drill"]
