@@ -31,7 +31,7 @@ OLD_MAX_LINES = 600
 
 # the mysqlq distribution's subpackages (pyproject.toml); every other module is mysqlq-core's
 # (driver/pyproject.toml), the runtime an application installs
-FULL_PARTS = ("cli", "schema", "dashboard", "spark", "faststream")
+FULL_PARTS = ("cli", "schema", "dashboard", "spark", "faststream", "celery")
 # what a core module may import besides the standard library and the core itself: its two
 # dependencies, and the metrics extra's client (imported only when metrics are asked for)
 CORE_IMPORTS = {"MySQLdb", "tenacity", "prometheus_client"}

@@ -1,0 +1,261 @@
+"""The keeper of a consuming broker: one thread, with a session of its own, that
+
+* settles what the channels hand it (``queue_ack``, ``queue_nack``, ``queue_release_messages``,
+  ``queue_dead_letter``), in batches: it waits ``settle_interval`` after the first pending
+  settle, then sends one call per action and group, a few statements per partition whatever the
+  number of messages;
+* extends everything the worker holds (running, prefetched, waiting for an ETA) every
+  ``visibility_timeout / 3`` (``queue_extend``), unless ``renew_visibility`` is off;
+* ticks the leases of every group the worker consumes every ``rebalance_interval`` (at most
+  ``lease_duration / 3``) with ``queue_acquire_leases``, and deregisters a group it stops
+  consuming (``queue_deregister``) once what it settled before is sent.
+
+A second thread, with a session of its own, ticks ``queue_maintenance_tick`` every
+``maintenance_interval`` as the Python subscriber does, so GC runs wherever workers run (on
+MariaDB the event scheduler is off by default); the procedure lets one caller per interval run it.
+
+Acks arrive from whichever thread Celery runs them in (its event loop, or the pool's result
+thread in a blocking worker): they are only queued here, under a lock.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from mysqlq.celery.options import Options
+from mysqlq.celery.session import CALL_WINDOW, Session
+
+__all__ = ["ACK", "DEAD_LETTER", "NACK", "RELEASE", "Keeper", "Triple"]
+
+log = logging.getLogger("mysqlq.celery")
+
+Triple = tuple[int, int, int]  # [partition_id, offset, token]: a delivery's handle
+
+ACK, NACK, RELEASE, DEAD_LETTER, DEREGISTER = "ack", "nack", "release", "dead_letter", "deregister"
+# triples per settle call (the procedures take up to 100000)
+SETTLE_CHUNK = 5000
+
+
+class Keeper:
+    """Settles, renewals and lease ticks for subscriber ``name`` (see the module documentation).
+    ``on_settle`` is called (no lock held) after each settle is queued."""
+
+    def __init__(
+        self, name: str, options: Options, sessions: Callable[[], Session], on_settle: Any
+    ) -> None:
+        self.name = name
+        self.options = options
+        self.session = sessions()
+        self._maintenance_session = sessions
+        self.on_settle = on_settle
+        self.lock = threading.Lock()
+        self._wake = threading.Condition(self.lock)
+        self._ops: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._first_op_at = 0.0
+        self._held: dict[Any, tuple[str, Triple]] = {}
+        self._consuming: dict[str, tuple[str, int]] = {}  # group -> (topic, consumers)
+        self._thread: threading.Thread | None = None
+        self._maintenance: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.closing = False
+        self.closed = False
+        self.stats: collections.Counter[str] = collections.Counter()
+
+    # what the channels call ----------------------------------------------------------------
+
+    def consumers(self, group: str) -> int:
+        with self.lock:
+            return self._consuming.get(group, ("", 0))[1]
+
+    def join(self, group: str, topic: str) -> None:
+        """One more consumer of ``group``; the thread starts with the first."""
+        with self.lock:
+            n = self._consuming.get(group, (topic, 0))[1]
+            self._consuming[group] = (topic, n + 1)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name=f"mysqlq-keeper-{self.name}", daemon=True
+                )
+                self._thread.start()
+            interval = self.options.maintenance_interval
+            if interval and self._maintenance is None:
+                self._maintenance = threading.Thread(
+                    target=self._maintain,
+                    args=(self._maintenance_session(), interval),
+                    name=f"mysqlq-maintenance-{self.name}",
+                    daemon=True,
+                )
+                self._maintenance.start()
+
+    def leave(self, group: str) -> None:
+        """One consumer of ``group`` less; the last one deregisters (after what it settled)."""
+        with self.lock:
+            topic, n = self._consuming.get(group, (None, 0))
+            if topic is None:
+                return
+            if n > 1:
+                self._consuming[group] = (topic, n - 1)
+                return
+            del self._consuming[group]
+            self._queue((DEREGISTER, group, topic))
+
+    def hold(self, tag: Any, group: str, triple: Triple) -> None:
+        """The worker holds this delivery: keep it invisible until it is settled."""
+        with self.lock:
+            self._held[tag] = (group, triple)
+
+    def settle(self, tag: Any, action: str, *extra: Any) -> bool:
+        """Settle a held delivery (ack, nack, release, dead_letter) in the next flush; False when
+        it is not held (settled already, or delivered before a fork)."""
+        with self.lock:
+            entry = self._held.pop(tag, None)
+            if entry is None or self.closed:
+                return False
+            group, triple = entry
+            self._queue((action, group, triple, *extra))
+        self.on_settle()
+        return True
+
+    def _queue(self, op: tuple[Any, ...]) -> None:
+        """(under the lock)"""
+        if not self._ops:
+            self._first_op_at = time.monotonic()
+        self._ops.append(op)
+        self._wake.notify()
+
+    # the thread ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        o = self.options
+        extend_every = o.visibility_timeout / 3
+        tick_every = min(o.lease_duration / 3, o.rebalance_interval)
+        next_extend = time.monotonic() + extend_every
+        next_tick = time.monotonic() + tick_every
+        while True:
+            with self.lock:
+                while not self.closing:
+                    due = min(next_extend, next_tick)
+                    if self._ops:
+                        due = min(due, self._first_op_at + o.settle_interval)
+                    timeout = due - time.monotonic()
+                    if timeout <= 0:
+                        break
+                    self._wake.wait(timeout)
+                ops = list(self._ops)
+                self._ops.clear()
+                closing = self.closing
+                now = time.monotonic()
+                held = None
+                if now >= next_extend:
+                    next_extend = now + extend_every
+                    if o.renew_visibility:
+                        held = list(self._held.values())
+                consuming = None
+                if now >= next_tick:
+                    next_tick = now + tick_every
+                    consuming = [(g, t) for g, (t, _n) in self._consuming.items()]
+            try:
+                self.apply(ops)
+                if held:
+                    self._extend(held)
+                for group, topic in consuming or ():
+                    self.session.call(
+                        "queue_acquire_leases",
+                        group,
+                        topic,
+                        self.name,
+                        o.lease_ms,
+                        None,
+                        window=None,
+                    )
+            except Exception:
+                # settles that failed for good (the database gone for longer than the window at
+                # close, the schema dropped) are delivered again after their visibility timeout
+                log.exception("mysqlq: the keeper's calls failed")
+            if closing:
+                with self.lock:
+                    if not self._ops:
+                        return
+
+    def _maintain(self, session: Session, interval: float) -> None:
+        interval_ms = max(1000, round(interval * 1000))
+        while not self._stop.wait(interval):
+            try:
+                session.call("queue_maintenance_tick", self.name, interval_ms, None)
+            except Exception as exc:
+                if self._stop.is_set():
+                    return
+                log.warning("mysqlq: maintenance tick failed: %s", exc)
+
+    def apply(self, ops: list[tuple[Any, ...]], window: float | None = None) -> None:
+        """Settle in batches: one call per action, group and (nack) delay."""
+        batches: dict[tuple[Any, ...], list[Triple]] = collections.defaultdict(list)
+        leaving: list[tuple[str, str]] = []
+        for op in ops:
+            if op[0] == DEREGISTER:
+                leaving.append((op[1], op[2]))
+            else:
+                action, group, triple, *extra = op
+                batches[(action, group, *extra)].append(triple)
+        for (action, group, *extra), triples in batches.items():
+            for start in range(0, len(triples), SETTLE_CHUNK):
+                part = triples[start : start + SETTLE_CHUNK]
+                chunk = json.dumps([list(t) for t in part])
+                if action == ACK:
+                    args: tuple[Any, ...] = ("queue_ack", group, chunk, None)
+                elif action == NACK:
+                    args = ("queue_nack", group, chunk, extra[0], extra[1], None)
+                elif action == RELEASE:
+                    args = ("queue_release_messages", group, chunk, None)
+                else:
+                    args = ("queue_dead_letter", group, chunk, extra[0], None)
+                self.session.call(*args, window=window)
+                self.stats["settle calls"] += 1
+                self.stats["settled"] += len(part)
+        for group, topic in leaving:
+            self.session.call("queue_deregister", group, topic, self.name, None, window=window)
+
+    def _extend(self, held: Iterable[tuple[str, Triple]]) -> None:
+        by_group: dict[str, list[Triple]] = collections.defaultdict(list)
+        for group, triple in held:
+            by_group[group].append(triple)
+        for group, triples in by_group.items():
+            for start in range(0, len(triples), SETTLE_CHUNK):
+                chunk = json.dumps([list(t) for t in triples[start : start + SETTLE_CHUNK]])
+                self.session.call(
+                    "queue_extend", group, chunk, self.options.visibility_ms, None, window=None
+                )
+
+    def close(self, timeout: float = CALL_WINDOW + 5) -> None:
+        """Send what is queued, deregister from every group, stop the thread."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closing = True
+            self._stop.set()
+            for group, (topic, _n) in self._consuming.items():
+                self._queue((DEREGISTER, group, topic))
+            self._consuming.clear()
+            self._wake.notify()
+            thread = self._thread
+        if self._maintenance is not None:
+            self._maintenance.join(5.0)
+        if thread is not None and thread.is_alive():
+            thread.join(timeout)
+        else:
+            with self.lock:
+                ops = list(self._ops)
+                self._ops.clear()
+            try:
+                self.apply(ops, window=CALL_WINDOW)
+            except Exception:
+                log.exception("mysqlq: settling at close failed")
+        with self.lock:
+            self.closed = True
+            self._held.clear()

@@ -1,0 +1,356 @@
+"""Celery on mysqlq beside Celery on kombu's SQLAlchemy transport: same tasks, same workers.
+
+For each broker, a run publishes a backlog of no-op tasks with Celery's ``apply_async`` (no
+worker running), then starts the workers (by default two ``celery worker`` processes, prefork,
+concurrency 2, ``task_acks_late``, prefetch multiplier 4: the same app and settings for every
+broker) and waits until every task has run. Each task appends its start time to a file of its
+pool process; the drain rate is the tasks over the time from the first task's start to the last
+one's, so the workers' start-up is not counted. Each run has a queue of its own. With
+``--repeat N`` the brokers take turns, N runs each; printed per broker: the median publish and
+drain rates, every run's drain rate and any task missing; then the ratios mysqlq / SQLAlchemy.
+
+kombu's SQLAlchemy transport (``sqla+mysql+mysqldb://``) is the database broker Celery users on
+MySQL have; its tables (``kombu_queue``, ``kombu_message``) go into the same throwaway database.
+A worker that exits early (the issue reports ``StaleDataError`` with several consumers) is
+reported, and the run then ends at ``--timeout``. ``--amqp URL`` adds a RabbitMQ run: Celery's
+own ceiling on the machine. ``--option KEY=VALUE`` sets a mysqlq transport option;
+``--blocking`` adds mysqlq runs with Celery's blocking loop instead of its event loop.
+
+Usage: python scripts/bench_celery.py [--dsn mysql://root@127.0.0.1:3306] [--tasks 5000]
+       [--sqla-tasks N] [--repeat 3] [--workers 2] [--concurrency 2]
+       [--prefetch-multiplier 4] [--only mysqlq|sqlalchemy] [--option KEY=VALUE]
+       [--blocking] [--amqp amqp://guest:guest@127.0.0.1:5672//]
+The DSN names a server (any database in it is ignored); a throwaway database is created and
+dropped. Without --dsn: the server the tests use (MYSQLQ_TEST_SERVER=mysql: a throwaway MySQL).
+
+This file is also the Celery app the workers load (``celery -A bench_celery``): with
+``BENCH_CELERY_BROKER`` set, importing it builds the app.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BROKER_ENV = "BENCH_CELERY_BROKER"
+OUT_ENV = "BENCH_CELERY_OUT"
+QUEUE_ENV = "BENCH_CELERY_QUEUE"
+OPTIONS_ENV = "BENCH_CELERY_OPTIONS"
+PREFETCH_ENV = "BENCH_CELERY_PREFETCH"
+BLOCKING_ENV = "BENCH_CELERY_BLOCKING"
+
+# --------------------------------------------------------------------------- the Celery app
+
+app = None
+if os.environ.get(BROKER_ENV):
+    from celery import Celery
+
+    import mysqlq.celery  # noqa: F401  (registers mysqlq://)
+
+    app = Celery("bench_celery", broker=os.environ[BROKER_ENV])
+    app.conf.update(
+        task_default_queue=os.environ.get(QUEUE_ENV, "bench"),
+        task_acks_late=True,
+        task_ignore_result=True,
+        worker_prefetch_multiplier=int(os.environ.get(PREFETCH_ENV) or 4),
+        broker_connection_retry_on_startup=True,
+        broker_transport_options=json.loads(os.environ.get(OPTIONS_ENV) or "{}"),
+    )
+    if os.environ.get(BLOCKING_ENV) and os.environ[BROKER_ENV].startswith("mysqlq"):
+        # --blocking: the mysqlq transport without Celery's event loop (Celery's blocking
+        # consumer loop and pool, as for the SQLAlchemy transport)
+        from mysqlq.celery.transport import Transport
+
+        class BlockingTransport(Transport):
+            implements = Transport.implements.extend(asynchronous=False)
+
+        app.conf.broker_transport = BlockingTransport
+    _out: dict[int, object] = {}
+
+    @app.task(name="bench.noop")
+    def noop(n: int) -> None:
+        pid = os.getpid()
+        out = _out.get(pid)
+        if out is None:
+            out = _out[pid] = open(  # noqa: SIM115 - one file per pool process, kept open
+                Path(os.environ[OUT_ENV]) / f"{pid}.txt", "a", buffering=1
+            )
+        out.write(f"{n} {time.time():.6f}\n")
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def run(
+    broker: str,
+    tasks: int,
+    workers: int,
+    concurrency: int,
+    timeout: float,
+    options: dict | None = None,
+    prefetch: int = 4,
+    blocking: bool = False,
+) -> dict:
+    """Publish ``tasks``, drain them with ``workers`` workers; the figures."""
+    out = Path(tempfile.mkdtemp(prefix="bench_celery_"))
+    queue = f"bench-{secrets.token_hex(4)}"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(
+        {
+            BROKER_ENV: broker,
+            OUT_ENV: str(out),
+            QUEUE_ENV: queue,
+            OPTIONS_ENV: json.dumps(options or {}),
+            PREFETCH_ENV: str(prefetch),
+            BLOCKING_ENV: "1" if blocking else "",
+            "PYTHONPATH": str(HERE),
+        }
+    )
+    publisher = subprocess.run(
+        [sys.executable, __file__, "--publish", str(tasks)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if publisher.returncode != 0:
+        raise SystemExit(f"publishing failed:\n{publisher.stderr[-3000:]}")
+    publish_seconds = float(publisher.stdout.split()[-1])
+    # the workers come up together and start on a backlog
+    celery = Path(sys.executable).parent / "celery"
+    procs = []
+    for i in range(workers):
+        log = (out / f"worker{i}.log").open("wb")
+        procs.append(
+            subprocess.Popen(
+                [
+                    str(celery),
+                    "-A",
+                    "bench_celery",
+                    "worker",
+                    "-P",
+                    "prefork",
+                    "-c",
+                    str(concurrency),
+                    "-n",
+                    f"bench{i}@%h",
+                    "-Q",
+                    queue,
+                    "-l",
+                    "warning",
+                    "--without-mingle",
+                    "--without-gossip",
+                    "--without-heartbeat",
+                ],
+                cwd=HERE,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
+    deadline = time.monotonic() + timeout
+    died: list[int] = []
+    try:
+        while time.monotonic() < deadline:
+            if len(read_runs(out)) >= tasks:
+                break
+            died = [i for i, p in enumerate(procs) if p.poll() is not None]
+            if len(died) == workers:
+                break
+            time.sleep(0.2)
+    finally:
+        died = [i for i, p in enumerate(procs) if p.poll() is not None]
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    runs = read_runs(out)
+    starts = sorted(t for _n, t in runs)
+    done = {n for n, _t in runs}
+    span = (starts[-1] - starts[0]) if len(starts) > 1 else 0.0
+    logs = {i: (out / f"worker{i}.log").read_text(errors="replace") for i in range(workers)}
+    shutil.rmtree(out, ignore_errors=True)
+    return {
+        "tasks": tasks,
+        "ran": len(runs),
+        "missing": tasks - len(done & set(range(tasks))),
+        "publish_rate": tasks / publish_seconds,
+        "drain_seconds": span,
+        "drain_rate": (len(runs) - 1) / span if span else 0.0,
+        "died": died,
+        "errors": {i: tail_errors(text) for i, text in logs.items() if tail_errors(text)},
+    }
+
+
+def read_runs(out: Path) -> list[tuple[int, float]]:
+    runs = []
+    for path in out.glob("*.txt"):
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                runs.append((int(parts[0]), float(parts[1])))
+    return runs
+
+
+def tail_errors(log: str) -> str:
+    lines = [line for line in log.splitlines() if "Error" in line or "CRITICAL" in line]
+    return "\n".join(lines[-3:])
+
+
+def publish(tasks: int) -> None:
+    """(in a subprocess, as the app) publish the backlog; print the seconds it took."""
+    assert app is not None
+    with app.producer_or_acquire() as producer:
+        started = time.perf_counter()
+        for n in range(tasks):
+            noop.apply_async((n,), producer=producer)
+        print(time.perf_counter() - started)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def summary(name: str, runs: list[dict]) -> dict:
+    """The median run of a broker's repeats, and its line."""
+    publish = statistics.median(r["publish_rate"] for r in runs)
+    drain = statistics.median(r["drain_rate"] for r in runs)
+    missing = sum(r["missing"] for r in runs)
+    died = sum(len(r["died"]) for r in runs)
+    each = ", ".join(f"{r['drain_rate']:.0f}" for r in runs)
+    print(
+        f"{name:>10}: {runs[0]['tasks']} tasks; publish {publish:6.0f} tasks/s, "
+        f"drain {drain:6.0f} tasks/s (runs: {each}); missing {missing}"
+        + (f"; workers that exited early: {died}" if died else ""),
+        flush=True,
+    )
+    return {"publish_rate": publish, "drain_rate": drain}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dsn", help="server URL (default: the local server the tests use)")
+    parser.add_argument("--tasks", type=int, default=5000, help="tasks per run on mysqlq")
+    parser.add_argument("--sqla-tasks", type=int, help="tasks per run on SQLAlchemy (--tasks)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=1, help="runs per broker, interleaved")
+    parser.add_argument(
+        "--prefetch-multiplier", type=int, default=4, help="worker_prefetch_multiplier (all)"
+    )
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
+    parser.add_argument("--only", choices=("mysqlq", "sqlalchemy"))
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker_transport_options entry for mysqlq (repeatable)",
+    )
+    parser.add_argument(
+        "--blocking",
+        action="store_true",
+        help="also run mysqlq with Celery's blocking loop (no event loop), as mysqlq-blocking",
+    )
+    parser.add_argument(
+        "--amqp",
+        metavar="URL",
+        help="also run on this RabbitMQ (amqp://...): Celery's own ceiling on this machine",
+    )
+    parser.add_argument("--publish", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.publish is not None:
+        publish(args.publish)
+        return 0
+
+    from mysqlq.connection import parse_dsn, with_database
+    from mysqlq_dev import harness, localserver
+
+    options = {}
+    for item in args.option:
+        key, _, value = item.partition("=")
+        options[key] = json.loads(value) if value[:1] in "0123456789-tf[{" else value
+    with contextlib.ExitStack() as cleanup:
+        server = None if args.dsn else localserver.find_or_start()
+        if server is not None and server.started:
+            cleanup.callback(server.stop)
+        server_dsn = with_database(args.dsn or server.dsn, None)
+        revision, objects = harness.head_schema()
+        db = cleanup.enter_context(
+            harness.throwaway_database(
+                server_dsn, objects=objects, revision=revision, prefix="mysqlq_bench_"
+            )
+        )
+        conn = db.connect()
+        cur = conn.cursor()
+        cur.execute("SELECT VERSION()")
+        (version,) = cur.fetchone()
+        conn.close()
+        rest = db.dsn.split("://", 1)[1]
+        brokers = {
+            "mysqlq": ("mysqlq://" + rest, args.tasks, options),
+            "sqlalchemy": (
+                "sqla+" + str(parse_dsn(db.dsn).replace(drivername="mysql+mysqldb")),
+                args.sqla_tasks or args.tasks,
+                None,
+            ),
+        }
+        if args.only:
+            brokers = {args.only: brokers[args.only]}
+        if args.blocking and "mysqlq" in brokers:
+            brokers["mysqlq-blocking"] = brokers["mysqlq"]
+        if args.amqp:
+            brokers["rabbitmq"] = (args.amqp, args.tasks, None)
+        print(
+            f"Celery on {version}: {args.workers} workers x prefork {args.concurrency}, "
+            f"acks_late, prefetch multiplier {args.prefetch_multiplier}, no-op tasks; "
+            f"{args.repeat} run(s) per broker" + (f"; mysqlq options {options}" if options else ""),
+            flush=True,
+        )
+        runs: dict[str, list[dict]] = {name: [] for name in brokers}
+        order = list(brokers)
+        for i in range(args.repeat):
+            for name in order[i % len(order) :] + order[: i % len(order)]:
+                url, tasks, opts = brokers[name]
+                r = run(
+                    url,
+                    tasks,
+                    args.workers,
+                    args.concurrency,
+                    args.timeout,
+                    opts,
+                    args.prefetch_multiplier,
+                    blocking=name == "mysqlq-blocking",
+                )
+                runs[name].append(r)
+                for w, text in r["errors"].items():
+                    print(f"  {name} run {i + 1}, worker {w}: {text}", flush=True)
+        results = {name: summary(name, rs) for name, rs in runs.items()}
+        if "mysqlq" in results and "sqlalchemy" in results:
+            mq, sa = results["mysqlq"], results["sqlalchemy"]
+            for what in ("publish_rate", "drain_rate"):
+                ratio = mq[what] / sa[what] if sa[what] else float("inf")
+                print(f"{what.replace('_', ' ')}: mysqlq / SQLAlchemy = {ratio:.1f}x", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

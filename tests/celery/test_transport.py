@@ -1,0 +1,197 @@
+"""The kombu transport mysqlq.celery in-process, against the test's database: what kombu asks of a
+broker (publish, consume, ack, requeue, reject, restore, purge, size) and what Celery relies on
+(priority, ETA held by the database, visibility while a worker holds a message)."""
+
+from __future__ import annotations
+
+import datetime
+import queue
+import time
+
+import pytest
+from helpers.support import rows, scalar, wait_until
+
+from mysqlq.celery.channel import eta_delay_ms
+from mysqlq.celery.options import MAX_TOPIC, Options, topic_for
+
+FAST = {"polling_interval": 0.1, "lease_duration": 1}
+
+
+def lag(conn, topic: str) -> int:
+    """What the group of ``topic`` has not acked yet."""
+    return int(
+        scalar(
+            conn,
+            "SELECT COALESCE(SUM(p.last_offset - COALESCE(o.offset_acked, 0)), 0) "
+            "FROM queue_partitions p LEFT JOIN queue_offsets o "
+            "ON o.group_name = %s AND o.partition_id = p.partition_id WHERE p.topic = %s",
+            topic,
+            topic,
+        )
+    )
+
+
+def test_queue_names_become_distinct_mysqlq_identifiers() -> None:
+    assert topic_for("celery.", "celery") == "celery.celery"
+    assert topic_for("celery.", "celery@host.dq2") == "celery.celery:40host.dq2"
+    assert topic_for("celery.", "a:b") == "celery.a:3ab"
+    assert topic_for("celery.", "a:3ab") != topic_for("celery.", "a:b")
+    assert topic_for("celery.", "é") == "celery.:c3:a9"
+    long_a, long_b = topic_for("celery.", "q" * 300), topic_for("celery.", "q" * 301)
+    assert len(long_a) <= MAX_TOPIC and long_a != long_b
+    with pytest.raises(ValueError):
+        Options.from_transport_options({"topic_prefix": "bad prefix"})
+    with pytest.raises(ValueError):
+        Options.from_transport_options({"visibility_timeout": 0})
+
+
+def test_eta_header_becomes_a_delay() -> None:
+    now = time.time()
+    eta = datetime.datetime.fromtimestamp(now + 2.5, tz=datetime.timezone.utc)
+    assert eta_delay_ms({"eta": eta.isoformat()}, now=now) == 2500
+    assert eta_delay_ms({"eta": eta.isoformat().replace("+00:00", "Z")}, now=now) == 2500
+    assert eta_delay_ms({"eta": "2000-01-01T00:00:00+00:00"}, now=now) == 0
+    assert eta_delay_ms({"eta": None}) == eta_delay_ms({}) == eta_delay_ms(None) == 0
+
+
+def test_publish_consume_ack(kombu_connection, conn) -> None:
+    c = kombu_connection(**FAST)
+    q = c.SimpleQueue("jobs")
+    for i in range(5):
+        q.put({"i": i})
+    got = []
+    for _ in range(5):
+        message = q.get(timeout=10)
+        assert message.delivery_info["redelivered"] is False
+        assert message.delivery_info["mysqlq"]["topic"] == "celery.jobs"
+        got.append(message.payload["i"])
+        message.ack()
+    assert sorted(got) == list(range(5))
+    wait_until(lambda: lag(conn, "celery.jobs") == 0, timeout=10, what="the acks")
+    stored = rows(conn, "SELECT content_type FROM queue_messages WHERE topic = 'celery.jobs'")
+    assert [r["content_type"] for r in stored] == ["application/json"] * 5
+    with pytest.raises(queue.Empty):
+        q.get(block=False)
+
+
+def test_requeue_redelivers_and_reject_drops(kombu_connection, conn) -> None:
+    q = kombu_connection(**FAST).SimpleQueue("rejects")
+    q.put("task")
+    first = q.get(timeout=10)
+    first.requeue()  # what Celery does for task_reject_on_worker_lost
+    again = q.get(timeout=10)
+    assert again.payload == "task"
+    assert again.delivery_info["redelivered"] is True
+    assert again.delivery_info["mysqlq"]["attempt"] == 2
+    again.reject()  # requeue=False: dropped
+    wait_until(lambda: lag(conn, "celery.rejects") == 0, timeout=10, what="the reject")
+    assert scalar(conn, "SELECT COUNT(*) FROM queue_messages WHERE topic LIKE '%_dlq'") == 0
+
+
+def test_reject_can_dead_letter(kombu_connection, conn) -> None:
+    q = kombu_connection(dead_letter_rejected=True, **FAST).SimpleQueue("poison")
+    q.put("bad")
+    q.get(timeout=10).reject()
+    wait_until(
+        lambda: scalar(
+            conn, "SELECT COUNT(*) FROM queue_messages WHERE topic = %s", "celery.poison_dlq"
+        ),
+        timeout=10,
+        what="the dead letter",
+    )
+
+
+def test_a_held_message_stays_invisible_while_its_worker_lives(kombu_connection, conn) -> None:
+    """With renewals (the default) a message a live worker holds is not delivered again, even
+    long after its visibility timeout; without them (Redis's semantics) it is."""
+    q = kombu_connection(visibility_timeout=1, **FAST).SimpleQueue("held")
+    q.put("long task")
+    held = q.get(timeout=10)
+    with pytest.raises(queue.Empty):
+        q.get(timeout=3.5)  # 3.5 visibility timeouts: still held, so not delivered again
+    held.ack()
+    wait_until(lambda: lag(conn, "celery.held") == 0, timeout=10, what="the ack")
+
+    redis_like = kombu_connection(visibility_timeout=1, renew_visibility=False, **FAST)
+    q = redis_like.SimpleQueue("expiring")
+    q.put("long task")
+    first = q.get(timeout=10)
+    again = q.get(timeout=10)  # its partition's holder gets it again after a second
+    assert again.payload == "long task" and again.delivery_info["redelivered"] is True
+    again.ack()
+    first.ack()  # late: stale, changes nothing
+    wait_until(lambda: lag(conn, "celery.expiring") == 0, timeout=10, what="the ack")
+
+
+def test_closing_gives_prefetched_messages_back_at_once(kombu_connection, conn) -> None:
+    first = kombu_connection(**FAST)
+    q = first.SimpleQueue("restored")
+    for i in range(3):
+        q.put(i)
+    q.get(timeout=10)  # fetches all three into the prefetch buffer; none acked
+    first.release()  # a graceful stop: kombu restores what was not acked
+    other = kombu_connection(visibility_timeout=3600, **FAST).SimpleQueue("restored")
+    again = [other.get(timeout=5) for _ in range(3)]
+    assert sorted(m.payload for m in again) == [0, 1, 2]
+    # released, not expired: the attempt was given back
+    assert {m.delivery_info["mysqlq"]["attempt"] for m in again} == {1}
+    for m in again:
+        m.ack()
+
+
+def test_higher_priority_first(kombu_connection) -> None:
+    from kombu import Queue
+
+    c = kombu_connection(**FAST)
+    producer = c.SimpleQueue("prio")
+    for i in range(3):
+        producer.put(f"low-{i}", priority=0)
+    producer.put("high", priority=9)
+    channel = c.channel()
+    q = Queue("prio", channel=channel)
+    first = q.get(no_ack=True)
+    assert first is not None and first.payload == "high"
+
+
+def test_eta_waits_in_the_database(kombu_connection, conn) -> None:
+    q = kombu_connection(**FAST).SimpleQueue("eta")
+    eta = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1.5)
+    q.put("later", headers={"eta": eta.isoformat()})
+    q.put("now")
+    assert q.get(timeout=10).payload == "now"
+    later = q.get(timeout=10)
+    assert later.payload == "later"
+    assert time.time() >= eta.timestamp() - 0.05  # delivered at its ETA, not before
+    (row,) = rows(
+        conn,
+        "SELECT published_at, deliver_at FROM queue_messages WHERE kind IS NULL "
+        "AND topic = 'celery.eta' AND deliver_at > published_at",
+    )
+    assert row["deliver_at"] - row["published_at"] >= 1400
+
+
+def test_size_and_purge(kombu_connection) -> None:
+    q = kombu_connection(**FAST).SimpleQueue("purged")
+    for i in range(4):
+        q.put(i)
+    assert q.qsize() == 4
+    assert q.clear() == 4
+    assert q.qsize() == 0
+    with pytest.raises(queue.Empty):
+        q.get(timeout=0.5)
+
+
+def test_a_key_header_picks_the_partition(kombu_connection, conn) -> None:
+    """Tasks published with the same ``mysqlq_key`` header share a partition: delivered in
+    publish order."""
+    q = kombu_connection(**FAST).SimpleQueue("keyed")
+    for i in range(6):
+        q.put(i, headers={"mysqlq_key": "customer-42"})
+    keys = rows(
+        conn, "SELECT DISTINCT partition_key FROM queue_messages WHERE topic = %s", "celery.keyed"
+    )
+    assert [r["partition_key"] for r in keys] == ["customer-42"]
+    got = [q.get(timeout=10) for _ in range(6)]
+    assert [m.payload for m in got] == list(range(6))
+    for m in got:
+        m.ack()
