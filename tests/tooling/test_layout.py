@@ -47,6 +47,7 @@ HEAVY = (
     "pyspark",
     "prometheus_client",
     "kombu",
+    "celery",
     "faststream",
 )
 
