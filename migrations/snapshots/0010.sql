@@ -66,10 +66,10 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
         END IF;
     END;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -137,10 +137,10 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
         END IF;
     END;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -289,10 +289,10 @@ BEGIN
     IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1 AND 31536000000 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_lease_ms must be set and between 1 and 31536000000 ms';
     END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -525,10 +525,10 @@ BEGIN
     ) THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ015 p_offsets must be a JSON array of [partition_id, offset]';
     END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -630,10 +630,10 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
         END IF;
     END;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -702,10 +702,10 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
         END IF;
     END;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -770,10 +770,10 @@ BEGIN
     IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_subscriber must be 1 to 191 characters, not ending in a space';
     END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -850,10 +850,10 @@ BEGIN
     IF p_visibility_ms IS NULL OR p_visibility_ms NOT BETWEEN 1 AND 31536000000 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_visibility_ms must be set and between 1 and 31536000000 ms';
     END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -998,10 +998,10 @@ BEGIN
     IF p_max_messages IS NULL OR p_max_messages NOT BETWEEN 1 AND 100000 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ004 p_max_messages must be between 1 and 100000';
     END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -1320,10 +1320,10 @@ BEGIN
     IF p_wait_ms IS NULL OR p_wait_ms NOT BETWEEN 0 AND 60000 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_wait_ms must be set and between 0 and 60000 ms';
     END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -1434,10 +1434,10 @@ BEGIN
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000000 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ004 p_limit must be between 1 and 1000000';
     END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -1624,10 +1624,10 @@ BEGIN
     IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1 AND 31536000000 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_lease_ms must be set and between 1 and 31536000000 ms';
     END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -1669,10 +1669,10 @@ MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
     DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -1712,10 +1712,10 @@ BEGIN
     IF p_interval_ms IS NULL OR p_interval_ms NOT BETWEEN 1000 AND 31536000000 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_interval_ms must be set and between 1000 and 31536000000 ms';
     END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -1790,10 +1790,10 @@ BEGIN
     IF p_delay_ms IS NULL OR p_delay_ms NOT BETWEEN 0 AND 31536000000 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_delay_ms must be set and between 0 and 31536000000 ms';
     END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -1866,10 +1866,10 @@ BEGIN
     IF p_delay_ms IS NULL OR p_delay_ms NOT BETWEEN 0 AND 31536000000 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_delay_ms must be set and between 0 and 31536000000 ms';
     END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -3343,10 +3343,10 @@ BEGIN
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ004 p_limit must be between 1 and 100000';
     END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -3426,10 +3426,10 @@ BEGIN
     IF p_partition_id IS NULL OR p_partition_id < 1 OR p_offset IS NULL OR p_offset < 1 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ015 p_partition_id and p_offset must name a DLQ entry (both >= 1)';
     END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -3503,10 +3503,10 @@ BEGIN
     IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_subscriber must be 1 to 191 characters, not ending in a space';
     END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -3577,10 +3577,10 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ006 p_deliveries must be a JSON array of [partition_id, offset, token]';
         END IF;
     END;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -3658,10 +3658,10 @@ BEGIN
     IF p_offset IS NOT NULL AND p_offset < 0 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ015 p_offset must be NULL (end) or an offset >= 0';
     END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'
@@ -3784,10 +3784,10 @@ BEGIN
     IF p_lease_ms NOT BETWEEN 1 AND 31536000000 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_lease_ms must be between 1 and 31536000000 ms';
     END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
     IF p_now IS NOT NULL THEN
-        IF p_now NOT BETWEEN 0 AND 253402300799999 THEN
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
-        END IF;
         IF NOT EXISTS (
             SELECT 1 FROM queue_settings AS s
             WHERE s.setting = 'test_clock' AND s.value = 'on'

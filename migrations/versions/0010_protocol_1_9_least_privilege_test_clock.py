@@ -15,7 +15,7 @@ revision = "0010"
 down_revision = "0009"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "0c1900c086f893be805ebbb451565de1a6fe78da787561923f486fbcfb45d742"
+snapshot_sha256 = "477501545b5ab3dd3dd71597b495e50c7a081f11c4e8963a11bb39e31ecf3778"
 
 
 def upgrade() -> None:
