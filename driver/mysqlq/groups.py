@@ -34,9 +34,10 @@ def join(
             conn, _sql.SUBSCRIBE, (group, topic, subscriber, wanted, dlq_topic, lease_ms)
         )[0]
     except InvalidArgument as exc:
-        if max_attempts is not None or exc.code != "MQ022" or "p_max_attempts" not in str(exc):
+        if max_attempts is not None or exc.code != "MQ022":
             raise
-    # the group exists with a setting of its own: join it as it is
+    # the group exists with a setting of its own: join it as it is (a differing dlq_topic, the
+    # other conflict MQ022 names, is refused again here; the code decides, not the message words)
     return execute_rows(
         conn, _sql.SUBSCRIBE, (group, topic, subscriber, None, dlq_topic, lease_ms)
     )[0]
