@@ -279,14 +279,18 @@ CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '
 
 {#- Refuse `x` unless the invoking account may `operation` it: an account with no rule for the
     operation may do it on every name (as before access rules existed); one with rules, only on
-    the names they match. One indexed read of the account's rules for the operation. -#}
+    the names they match. Where no rule exists at all (most databases), one read of the table's
+    first row and nothing else: the account's rules (and USER()) are read only where there are
+    rules, which cuts most of what the check costs a single publish. -#}
 {% macro check_acl(operation, x, what) -%}
-IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX({{ acl_match('a.pattern', x) }}), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = {{ invoker() }} AND a.operation = '{{ operation }}'
-    ) THEN
-        {{ fail(E_DENIED, 'this account may not ' ~ operation ~ ' ' ~ what ~ ' (queue_acl)') }};
+IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX({{ acl_match('a.pattern', x) }}), 0) = 0
+            FROM queue_acl AS a
+            WHERE a.user_name = {{ invoker() }} AND a.operation = '{{ operation }}'
+        ) THEN
+            {{ fail(E_DENIED, 'this account may not ' ~ operation ~ ' ' ~ what ~ ' (queue_acl)') }};
+        END IF;
     END IF
 {%- endmacro %}
 

@@ -77,13 +77,15 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
         END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
     END IF;
     IF EXISTS (
         SELECT 1 FROM queue_acl AS a
@@ -148,13 +150,15 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
         END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
     END IF;
     IF EXISTS (
         SELECT 1 FROM queue_acl AS a
@@ -300,21 +304,25 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
         END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_topic, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+        END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
     END IF;
     SET v_group = p_group;
     SET v_topic = p_topic;
@@ -641,13 +649,15 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
         END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
     END IF;
     IF EXISTS (
         SELECT 1 FROM queue_acl AS a
@@ -713,13 +723,15 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
         END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
     END IF;
     IF EXISTS (
         SELECT 1 FROM queue_acl AS a
@@ -781,21 +793,25 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
         END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_topic, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+        END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
     END IF;
 
     START TRANSACTION;
@@ -861,13 +877,15 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
         END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
     END IF;
     IF EXISTS (
         SELECT 1 FROM queue_acl AS a
@@ -1009,21 +1027,25 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
         END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_topic, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+        END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
     END IF;
     SET v_group = p_group;
     SET v_topic = p_topic;
@@ -1331,21 +1353,25 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
         END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_topic, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+        END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
     END IF;
     SET v_group = p_group;
     SET v_topic = p_topic;
@@ -1635,21 +1661,25 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
         END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_topic, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+        END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
     END IF;
 
     INSERT INTO queue_subscriber_heartbeats (
@@ -1801,13 +1831,15 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
         END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
     END IF;
     IF EXISTS (
         SELECT 1 FROM queue_acl AS a
@@ -1877,13 +1909,15 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
         END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
     END IF;
     IF EXISTS (
         SELECT 1 FROM queue_acl AS a
@@ -1960,13 +1994,15 @@ BEGIN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_delay_ms must be between 0 and 31536000000 ms';
     END IF;        END IF;
     END;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_topic, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'publish'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not publish this topic (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'publish'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not publish this topic (queue_acl)';
+        END IF;
     END IF;
     SET v_key = COALESCE(p_partition_key, '');
     SET v_id = COALESCE(p_id, CAST(UUID() AS CHAR));
@@ -2085,13 +2121,15 @@ BEGIN
         OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_topic, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'publish'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not publish this topic (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'publish'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not publish this topic (queue_acl)';
+        END IF;
     END IF;
     BEGIN
         DECLARE CONTINUE HANDLER FOR SQLEXCEPTION SET v_invalid = 2;
@@ -2706,13 +2744,15 @@ BEGIN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ021 p_priority must be NULL or an integer from 0 to 9';
     END IF;        END IF;
     END;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_topic, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'publish'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not publish this topic (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'publish'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not publish this topic (queue_acl)';
+        END IF;
     END IF;
     SET v_key = COALESCE(p_partition_key, '');
     SET v_id = COALESCE(p_id, CAST(UUID() AS CHAR));
@@ -2848,13 +2888,15 @@ BEGIN
         OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_topic, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'publish'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not publish this topic (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'publish'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not publish this topic (queue_acl)';
+        END IF;
     END IF;
     SET v_topic = p_topic;
 
@@ -3216,13 +3258,15 @@ BEGIN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ021 p_priority must be NULL or an integer from 0 to 9';
     END IF;        END IF;
     END;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_topic, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'publish'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not publish this topic (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'publish'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not publish this topic (queue_acl)';
+        END IF;
     END IF;
     SET v_key = COALESCE(p_partition_key, '');
     SET v_id = COALESCE(p_id, CAST(UUID() AS CHAR));
@@ -3514,21 +3558,25 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
         END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_topic, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+        END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
     END IF;
 
     START TRANSACTION;
@@ -3588,13 +3636,15 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
         END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
     END IF;
     IF EXISTS (
         SELECT 1 FROM queue_acl AS a
@@ -3795,21 +3845,25 @@ BEGIN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
         END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_topic, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+        END IF;
     END IF;
-    IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
     END IF;
 
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
@@ -3848,13 +3902,15 @@ BEGIN
     ) THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ013 p_dlq_topic must be a DLQ topic: a name ending in _dlq, the topic''s own DLQ name, or a topic marked with queue_topic_dlq';
     END IF;
-            IF (
-        SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_dlq_topic OR RIGHT(a.pattern, 1) = '*'
+            IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_dlq_topic OR RIGHT(a.pattern, 1) = '*'
             AND LEFT(p_dlq_topic, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
-        FROM queue_acl AS a
-        WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
-    ) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this DLQ topic (queue_acl)';
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this DLQ topic (queue_acl)';
+        END IF;
     END IF;
         END IF;
         INSERT INTO queue_subscriptions (group_name, topic, max_attempts, dlq_topic, created_at)

@@ -15,7 +15,7 @@ revision = "0010"
 down_revision = "0009"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "477501545b5ab3dd3dd71597b495e50c7a081f11c4e8963a11bb39e31ecf3778"
+snapshot_sha256 = "5beaafc8bf65d6f3543b638d901e5f0e07311bb28e7060288f02798db6785b0e"
 
 
 def upgrade() -> None:
