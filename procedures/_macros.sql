@@ -15,6 +15,8 @@
         STATE_ACKED           2   done: acked out of order, or a redriven copy meant for
                                   another group
         STATE_DEAD_LETTERED   3   done: copied to the group's DLQ topic
+        STATE_CANCELLED       4   done: cancelled before delivery (queue_cancel); never
+                                  delivered to the group
 
     p_action of queue__settle: the outcome a settle procedure applies to its deliveries.
         ACTION_ACK            1   queue_ack
@@ -49,6 +51,7 @@
 {% set STATE_IN_FLIGHT = 1 %}
 {% set STATE_ACKED = 2 %}
 {% set STATE_DEAD_LETTERED = 3 %}
+{% set STATE_CANCELLED = 4 %}
 
 {% set ACTION_ACK = 1 %}
 {% set ACTION_NACK = 2 %}
@@ -99,6 +102,11 @@
         MQ023  the invoking account may not use this topic or group (queue_acl, set by an admin)
         MQ024  p_now is not NULL but this database has no test clock (queue_settings)
         MQ025  p_operation or p_pattern of an access rule is invalid
+        MQ026  queue_cancel found nothing to cancel: no such message, or it is in flight or
+               done for the group(s)
+        MQ027  a schedule's p_every_ms or p_cron is invalid, or its cron expression never fires
+        MQ028  p_name names no schedule (queue_schedules)
+        MQ029  a flow-control setting (p_rate, p_burst, p_concurrency) is out of range
         MQ090  an internal invariant failed (a bug: please report it)
 -#}
 {% set E_NAME = 'MQ001' %}
@@ -126,6 +134,10 @@
 {% set E_DENIED = 'MQ023' %}
 {% set E_CLOCK = 'MQ024' %}
 {% set E_RULE = 'MQ025' %}
+{% set E_NOTHING_TO_CANCEL = 'MQ026' %}
+{% set E_BAD_SCHEDULE = 'MQ027' %}
+{% set E_NO_SCHEDULE = 'MQ028' %}
+{% set E_FLOW = 'MQ029' %}
 {% set E_INTERNAL = 'MQ090' %}
 
 {#- A topic's settings before its row exists: the column defaults of queue_topics
@@ -390,9 +402,10 @@ IF @mysqlq_strict_topics = 1 THEN
 {%- endmacro %}
 
 {#- A batch's topic: its partition count into v_partitions, the topic created with defaults on first
-    use (inside the routine's transaction: undone with the rest on any error). -#}
-{% macro find_or_create_topic(param) -%}
-SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
+    use (inside the routine's transaction: undone with the rest on any error). window: a local that
+    also gets the topic's dedup window (NULL for a new topic), read by the same statement. -#}
+{% macro find_or_create_topic(param, window=None) -%}
+SELECT MAX(t.partitions){% if window %}, MAX(t.dedup_window_ms){% endif %} INTO v_partitions{% if window %}, {{ window }}{% endif %} FROM queue_topics AS t
     WHERE t.topic = v_topic;
     IF v_partitions IS NULL THEN
         {{ check_strict_topic(param) }};
@@ -400,6 +413,22 @@ SELECT MAX(t.partitions) INTO v_partitions FROM queue_topics AS t
         SELECT t.partitions INTO v_partitions FROM queue_topics AS t
         WHERE t.topic = v_topic LOCK IN SHARE MODE;
     END IF
+{%- endmacro %}
+
+{#- A subscription (p_group, p_topic) just inserted takes its topic's paused flag: a plain read
+    after the insert, so that a topic pause that committed before it is copied here, and one
+    that commits later finds the row (queue_pause's second pass). Two statements, on the path
+    that creates a subscription only. -#}
+{% macro copy_topic_paused() -%}
+BEGIN
+        DECLARE v_topic_paused TINYINT;
+        SELECT COALESCE(MAX(t.paused), 0) INTO v_topic_paused FROM queue_topics AS t
+        WHERE t.topic = p_topic;
+        IF v_topic_paused = 1 THEN
+            UPDATE queue_subscriptions SET topic_paused = 1
+            WHERE group_name = p_group AND topic = p_topic AND topic_paused = 0;
+        END IF;
+    END
 {%- endmacro %}
 
 {#- Open the routine's own transaction; any error rolls it back and reaches the caller. -#}

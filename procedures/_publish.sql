@@ -35,6 +35,7 @@ BEGIN  -- noqa: LT02
     DECLARE v_key {{ m.name_local() }};
     DECLARE v_slot INT DEFAULT {{ m.SLOT_KEYED }};
     DECLARE v_own_transaction INT DEFAULT 0;
+    DECLARE v_window BIGINT DEFAULT NULL;
     {% if hinted %}
     DECLARE v_hint_taken TINYINT DEFAULT 0;
     {% endif %}
@@ -93,12 +94,13 @@ BEGIN  -- noqa: LT02
     -- the hint (the partition_id an earlier publish of this topic and key returned) saves the
     -- lookup in our own transaction: one UPDATE by primary key tests that it names this partition
     -- and moves the sequence row. A hint that names no partition or another one changes nothing
-    -- (in the caller's transaction it is not used: a wrong one would lock a row or gap there)
+    -- (in the caller's transaction it is not used: a wrong one would lock a row or gap there).
+    -- A partition with a dedup window never takes it (its publishes go the general path)
     IF v_own_transaction = 1 AND p_partition_hint IS NOT NULL AND v_slot IS NOT NULL THEN
         UPDATE queue_partitions SET last_offset = LAST_INSERT_ID(last_offset + 1)
         WHERE
             partition_id = p_partition_hint AND topic = p_topic AND partition_key = v_key
-            AND slot = v_slot;
+            AND slot = v_slot AND dedup_window_ms IS NULL;
         IF ROW_COUNT() = 1 THEN
             SET v_pid = p_partition_hint, v_offset = LAST_INSERT_ID(), v_hint_taken = 1;
         END IF;
@@ -112,14 +114,15 @@ BEGIN  -- noqa: LT02
         -- (aggregates: a missing row gives NULLs, not a "no data" warning)
         SELECT
             MAX(p.partition_id),
-            MAX(p.last_offset) + 1
-        INTO v_pid, v_offset
+            MAX(p.last_offset) + 1,
+            MAX(p.dedup_window_ms)
+        INTO v_pid, v_offset, v_window
         FROM queue_partitions AS p
         WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot
         FOR UPDATE;
     END IF;
 
-    IF v_offset IS NOT NULL THEN
+    IF v_offset IS NOT NULL AND v_window IS NULL THEN
         BEGIN
             DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
             INSERT INTO queue_messages (
@@ -151,7 +154,7 @@ BEGIN  -- noqa: LT02
             -- G1: the first copy's offset (the sequence is untouched; we hold its row lock)
             SELECT MAX(msg.msg_offset) INTO v_offset
             FROM queue_messages AS msg
-            WHERE msg.partition_id = v_pid AND msg.message_id = v_id
+            WHERE msg.partition_id = v_pid AND msg.message_id = v_id AND msg.id_key = 0
             LOCK IN SHARE MODE;
             IF v_offset IS NULL THEN
                 -- the key that clashed was the offset, not the id: never report that as a duplicate
@@ -159,7 +162,9 @@ BEGIN  -- noqa: LT02
             END IF;
         END IF;
     ELSE
-        -- a new topic or partition (or a bad topic name): the general path creates them
+        -- a new topic or partition (or a bad topic name): the general path creates them. And a
+        -- partition with a dedup window (its sequence row is ours already): the general path
+        -- keeps the window's ids (queue__dedup_append)
         {{ m.check_identifier('p_topic') }};
         CALL queue__append(
             p_topic, p_partition_key, v_id, p_payload, p_metadata, {{ kind }}, {{ content_type }}, {{ priority }},

@@ -16,6 +16,7 @@ BEGIN  -- noqa: LT02
     DECLARE v_key {{ m.name_local() }};
     DECLARE v_slot INT;
     DECLARE v_found INT;
+    DECLARE v_window BIGINT;
     -- in key order, as every publisher takes them: two batches never wait on each other in a cycle
     DECLARE c_parts CURSOR FOR
         SELECT
@@ -62,8 +63,13 @@ BEGIN  -- noqa: LT02
             FROM queue_partitions AS p
             WHERE p.topic = p_topic AND p.partition_key = v_key AND p.slot = v_slot;
             IF v_found = 0 THEN
-                INSERT IGNORE INTO queue_partitions (topic, slot, partition_key, last_offset, created_at)
-                VALUES (p_topic, v_slot, v_key, 0, p_now);
+                -- the topic's dedup window, read under a shared lock on its row (see queue__append)
+                SELECT MAX(t.dedup_window_ms) INTO v_window FROM queue_topics AS t
+                WHERE t.topic = p_topic LOCK IN SHARE MODE;
+                INSERT IGNORE INTO queue_partitions (
+                    topic, slot, partition_key, last_offset, created_at, dedup_window_ms
+                )
+                VALUES (p_topic, v_slot, v_key, 0, p_now, v_window);
             END IF;
             SELECT
                 p.partition_id,

@@ -59,6 +59,14 @@ BEGIN
     DECLARE v_state_rows INT;
     -- the partitions served so far
     DECLARE v_visit INT DEFAULT 0;
+    -- flow control: the group or its topic is paused or the group has a limit; it has a rate
+    -- limit or a concurrency cap; how many messages this call may deliver in all; the refilled
+    -- bucket; whether the group's whole allowance is free (queue__flow_allowance)
+    DECLARE v_flow INT;
+    DECLARE v_limited INT DEFAULT 0;
+    DECLARE v_max BIGINT;
+    DECLARE v_tokens DECIMAL(20, 6);
+    DECLARE v_full TINYINT DEFAULT 0;
     -- the held partitions that may have something to deliver, the highest ranked first
     DECLARE c_partitions CURSOR FOR
         SELECT
@@ -81,7 +89,12 @@ BEGIN
     SET v_topic = p_topic;
     SET v_subscriber = p_subscriber;
 
-    SELECT MAX(s.max_attempts) INTO v_max_attempts FROM queue_subscriptions AS s
+    -- the group's settings, and whether any flow control applies, in one read of its row
+    SELECT
+        MAX(s.max_attempts),
+        MAX(s.paused OR s.topic_paused OR s.rate_per_s IS NOT NULL OR s.concurrency IS NOT NULL)
+    INTO v_max_attempts, v_flow
+    FROM queue_subscriptions AS s
     WHERE s.group_name = v_group AND s.topic = v_topic;
     IF v_max_attempts IS NULL THEN
         {{ m.fail(m.E_NOT_SUBSCRIBED, 'p_group is not subscribed to p_topic: call queue_subscribe first') }};
@@ -91,11 +104,20 @@ BEGIN
     -- so plain reads after it are current, and no gap locks reach neighbouring partitions
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
+    SET v_max = p_max_messages;
+    IF v_flow = 1 THEN
+        -- paused: nothing is delivered (the same empty result set), leases stay. Limited: the
+        -- subscription row's lock serializes the group's fetches, so the bucket and the cap hold
+        -- exactly across subscribers
+        CALL queue__flow_allowance(v_group, v_topic, v_now, 1, v_max, v_tokens, v_full);
+        SET v_limited = v_max IS NOT NULL;
+        SET v_max = LEAST(p_max_messages, COALESCE(v_max, p_max_messages));
+    END IF;
     OPEN c_partitions;
     partition_loop: LOOP
         SET v_done = 0;
         FETCH c_partitions INTO v_pid, v_has_offsets;
-        IF v_done = 1 OR v_delivered >= p_max_messages THEN
+        IF v_done = 1 OR v_delivered >= v_max THEN
             LEAVE partition_loop;
         END IF;
 
@@ -123,7 +145,7 @@ BEGIN
         SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
         WHERE s.group_name = v_group AND s.partition_id = v_pid;
         -- the window: what this partition already has in flight
-        SET v_cap = LEAST(p_batch_size, p_max_messages - v_delivered);
+        SET v_cap = LEAST(p_batch_size, v_max - v_delivered);
         IF v_state_rows > 0 THEN
             SELECT COUNT(*) INTO v_x FROM queue_delivery_state AS s
             WHERE
@@ -177,7 +199,9 @@ BEGIN
                 END WHILE;
                 SET v_cpending = 0;
                 SET v_dirty = 1;
-            ELSEIF v_cpending > 0 AND v_cap > 0 THEN
+            ELSEIF v_cpending > 0 AND v_cap > 0 AND (v_limited = 0 OR v_cpending <= v_cap OR v_full = 1) THEN
+                -- (a limited group redelivers a batch whole only within its allowance; one larger
+                -- than its limits, after they were lowered, once its whole allowance is free)
                 SET v_cattempt = v_cattempt + 1;
                 SET v_ctok = v_token;
                 SET v_cuntil = v_now + p_visibility_ms;
@@ -237,6 +261,16 @@ BEGIN
             IF v_last > v_cpos THEN
                 SET v_lo = v_cpos + 1;
                 SET v_hi = LEAST(v_cpos + v_cap, v_last);
+                -- offsets of the range that already have a row (only where the partition has
+                -- rows at all): messages cancelled before the cursor reached them (queue_cancel),
+                -- which are neither delivered nor given a second row
+                SET v_x = 0;
+                IF v_state_rows > 0 THEN
+                    SELECT COUNT(*) INTO v_x FROM queue_delivery_state AS s
+                    WHERE
+                        s.group_name = v_group AND s.partition_id = v_pid
+                        AND s.msg_offset BETWEEN v_lo AND v_hi;
+                END IF;
                 -- delayed messages wait in rows; a redriven copy for another group is done for us.
                 -- Found by a plain read: INSERT ... SELECT would lock-read the log and could wait
                 -- on a publisher holding the next offset.
@@ -251,7 +285,15 @@ BEGIN
                 FROM queue_messages AS msg
                 WHERE
                     msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
-                    AND (msg.deliver_at > v_now OR ({{ for_another_group() }}));
+                    AND (msg.deliver_at > v_now OR ({{ for_another_group() }}))
+                    AND (
+                        v_x = 0 OR NOT EXISTS (
+                            SELECT 1 FROM queue_delivery_state AS s
+                            WHERE
+                                s.group_name = v_group AND s.partition_id = v_pid
+                                AND s.msg_offset = msg.msg_offset
+                        )
+                    );
                 IF v_rows > 0 THEN
                     INSERT INTO queue_delivery_state (
                         group_name, partition_id, msg_offset, state, invisible_until, attempts, token,
@@ -276,7 +318,10 @@ BEGIN
                 END IF;
                 SET v_cstart = v_lo;
                 SET v_cpos = v_hi;
-                SET v_cpending = v_hi - v_lo + 1 - v_rows;
+                SET v_cpending = v_hi - v_lo + 1 - v_rows - v_x;
+                IF v_x > 0 THEN
+                    SET v_dirty = 1;
+                END IF;
                 SET v_cattempt = 1;
                 SET v_ctok = v_token;
                 SET v_cuntil = v_now + p_visibility_ms;
@@ -300,6 +345,12 @@ BEGIN
         END IF;
     END LOOP;
     CLOSE c_partitions;
+    IF v_tokens IS NOT NULL THEN
+        -- each message started takes a token (a batch redelivered whole may leave a debt)
+        UPDATE queue_subscriptions
+        SET tokens = v_tokens - v_delivered, refilled_at = v_now
+        WHERE group_name = v_group AND topic = v_topic;
+    END IF;
     COMMIT;
 
     -- one read of everything delivered, by primary key: cursor ranges expanded offset by offset

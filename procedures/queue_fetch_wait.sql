@@ -21,6 +21,13 @@ BEGIN
     DECLARE v_group {{ m.name_local() }};
     DECLARE v_topic {{ m.name_local() }};
     DECLARE v_subscriber {{ m.name_local() }};
+    -- flow control: 1 while the group or its topic is paused or the group has limits; 1 while
+    -- they allow nothing now (then the wait probes nothing, as if nothing were available)
+    DECLARE v_flow INT DEFAULT 0;
+    DECLARE v_blocked INT DEFAULT 0;
+    DECLARE v_allowance BIGINT;
+    DECLARE v_tokens DECIMAL(20, 6);
+    DECLARE v_full TINYINT;
     -- a probe that finds nothing leaves v_ready NULL
     DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
 
@@ -36,6 +43,12 @@ BEGIN
     SET v_topic = p_topic;
     SET v_subscriber = p_subscriber;
     SET v_deadline = {{ m.now_ms('NULL') }} + p_wait_ms;
+    -- one read of the flags (queue_fetch reads them again); a subscription that does not exist
+    -- is queue_fetch's error to raise
+    SELECT COALESCE(MAX(s.paused OR s.topic_paused OR s.rate_per_s IS NOT NULL OR s.concurrency IS NOT NULL), 0)
+    INTO v_flow
+    FROM queue_subscriptions AS s
+    WHERE s.group_name = v_group AND s.topic = v_topic;
 
     -- each probe is a plain read in its own statement, so it sees what committed since the last
     -- one (call with no transaction open, as for queue_fetch); the probe is the query that picks
@@ -43,10 +56,18 @@ BEGIN
     wait_loop: LOOP
         SET v_now = {{ m.now_ms('p_now') }};
         SET v_ready = NULL;
-        SELECT l.partition_id INTO v_ready
-        {{ m.held_partitions_with_work() }}
-        ORDER BY l.partition_id
-        LIMIT 1;
+        IF v_flow = 1 THEN
+            -- paused or limited: re-read at each probe, so a resume or a new token is seen
+            CALL queue__flow_allowance(v_group, v_topic, v_now, 0, v_allowance, v_tokens, v_full);
+            SET v_blocked = COALESCE(v_allowance, 1) = 0;
+            SET v_flow = v_allowance IS NOT NULL;
+        END IF;
+        IF v_blocked = 0 THEN
+            SELECT l.partition_id INTO v_ready
+            {{ m.held_partitions_with_work() }}
+            ORDER BY l.partition_id
+            LIMIT 1;
+        END IF;
         -- SLEEP returns 1 when the wait is interrupted (KILL QUERY): stop waiting then too
         IF v_ready IS NOT NULL OR v_slept = 1 OR {{ m.now_ms('NULL') }} >= v_deadline THEN
             LEAVE wait_loop;

@@ -6,8 +6,8 @@ partition_id, msg_offset, topic, partition_key, message_id, payload, metadata, p
 {%- endset %}
 -- Deletes log rows that every group subscribed to their topic has acked past (G9) and that are
 -- older than the topic's retention, in short batches; archives them first where the topic says so.
--- Then purges archived rows past their topic's archive retention. Returns one row (deleted,
--- archived, archive_purged).
+-- Then purges archived rows past their topic's archive retention, and expired ids of dedup windows
+-- (queue_dedup_ids). Returns one row (deleted, archived, archive_purged).
 CREATE PROCEDURE queue_gc(
     IN p_limit BIGINT,
     IN p_now BIGINT
@@ -128,6 +128,9 @@ BEGIN
         END IF;
     END LOOP;
     CLOSE c_archives;
+
+    -- the ids of dedup windows that ended (at most p_limit rows)
+    CALL queue__purge_dedup_ids(v_now, p_limit, v_rows);
 
     SELECT
         v_deleted AS deleted,

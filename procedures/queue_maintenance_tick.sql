@@ -53,5 +53,10 @@ BEGIN
         v_next AS next_run_at;
     IF v_ran = 1 THEN
         CALL queue_maintenance(p_now);
+    ELSE
+        -- the schedules step runs on every tick, claimed or not (a schedule's row lock decides
+        -- who publishes a slot): a slot waits for the next caller, not for the next interval.
+        -- With nothing due it is one index read
+        CALL queue__schedules_run(p_now);
     END IF;
 END

@@ -1,4 +1,5 @@
 {% import '_macros.sql' as m %}
+{% import '_dedup.sql' as dedup %}
 -- Publishes many messages to one topic in one round trip: p_messages is a JSON array of objects
 -- {key, id, payload | payload_b64, metadata, delay_ms, kind, content_type, priority, rank}.
 -- Returns (idx, offset, duplicate, partition_id, id) per message, in input order.
@@ -23,6 +24,7 @@ BEGIN  -- noqa: LT02
     DECLARE v_offset BIGINT;
     DECLARE v_duplicate TINYINT;
     DECLARE v_own_transaction INT DEFAULT 0;
+    DECLARE v_dedup_window BIGINT DEFAULT NULL;
     DECLARE v_caller_id BIGINT UNSIGNED DEFAULT LAST_INSERT_ID();
     {{ m.publish_transaction_handler() }};
 
@@ -94,7 +96,7 @@ BEGIN  -- noqa: LT02
     {{ m.begin_unless_in_transaction() }};
 
     -- the topic, created with defaults on first use
-    {{ m.find_or_create_topic('p_topic') }};
+    {{ m.find_or_create_topic('p_topic', 'v_dedup_window') }};
     -- an unkeyed element's slot: the hash of its id over the topic's partitions, in the slots of
     -- its priority
     UPDATE queue__publish_offsets SET slot = slot % v_partitions + msg_priority * {{ m.PRIORITY_SLOTS }}
@@ -122,38 +124,44 @@ BEGIN  -- noqa: LT02
 
     -- one pass writes the batch, checking every element on the way: an invalid one gets a NULL
     -- offset and fails the statement (1048). An id the log holds already, or that the batch
-    -- repeats in one partition, fails it too (1062, G1) and takes the careful path
-    BEGIN
-        -- an invalid value: NULL in a NOT NULL column, out of range, truncated, incorrect, bad base64
-        DECLARE CONTINUE HANDLER FOR 1048, 1264, 1265, 1292, 1366, 1406, 1958 SET v_invalid = 1;
-        DECLARE CONTINUE HANDLER FOR 1062 SET v_conflict = 1;
-        INSERT INTO queue_messages (
-            partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
-            published_at, deliver_at, kind, content_type, priority
-        )
-        SELECT
-            tp.partition_id,
-            IF({{ m.batch_problem(fast=True) }} IS NULL, tp.base_offset + o.part_rank, NULL),
-            v_topic,
-            e.msg_key,
-            e.msg_id,
-            {{ m.batch_payload() }},
-            {{ m.batch_metadata() }},
-            v_now,
-            v_now + {{ m.batch_delay() }},
-            {{ m.batch_kind() }},
-            {{ m.batch_content_type() }},
-            {{ m.batch_priority() }}
-        FROM {{ m.batch_elements() }} AS e
-        STRAIGHT_JOIN queue__publish_offsets AS o ON e.j_idx = o.idx
-        LEFT JOIN queue__publish_parts AS tp ON o.part_key = tp.part_key AND o.slot = tp.slot;
-    END;
+    -- repeats in one partition, fails it too (1062, G1) and takes the careful path. A topic with a
+    -- dedup window takes the careful path at once (v_conflict 2: each outcome recorded)
+    IF v_dedup_window IS NOT NULL THEN
+        SET v_conflict = 2;
+    END IF;
+    IF v_conflict = 0 THEN
+        BEGIN
+            -- an invalid value: NULL in a NOT NULL column, out of range, truncated, incorrect, bad base64
+            DECLARE CONTINUE HANDLER FOR 1048, 1264, 1265, 1292, 1366, 1406, 1958 SET v_invalid = 1;
+            DECLARE CONTINUE HANDLER FOR 1062 SET v_conflict = 1;
+            INSERT INTO queue_messages (
+                partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
+                published_at, deliver_at, kind, content_type, priority
+            )
+            SELECT
+                tp.partition_id,
+                IF({{ m.batch_problem(fast=True) }} IS NULL, tp.base_offset + o.part_rank, NULL),
+                v_topic,
+                e.msg_key,
+                e.msg_id,
+                {{ m.batch_payload() }},
+                {{ m.batch_metadata() }},
+                v_now,
+                v_now + {{ m.batch_delay() }},
+                {{ m.batch_kind() }},
+                {{ m.batch_content_type() }},
+                {{ m.batch_priority() }}
+            FROM {{ m.batch_elements() }} AS e
+            STRAIGHT_JOIN queue__publish_offsets AS o ON e.j_idx = o.idx
+            LEFT JOIN queue__publish_parts AS tp ON o.part_key = tp.part_key AND o.slot = tp.slot;
+        END;
+    END IF;
 
     -- bad input: name the first bad element by its 0-based index and field (checked on the
     -- careful path too, which must not store what the one-pass insert would have refused)
     -- (no ORDER BY over the elements: sorting rows that carry large payloads needs more than
     -- MySQL's default sort_buffer_size, error 1038; MIN and a point lookup sort nothing)
-    IF v_invalid = 1 OR v_conflict = 1 THEN
+    IF v_invalid = 1 OR v_conflict > 0 THEN
         SELECT MIN(v.j_idx) INTO v_error_idx
         FROM (
             SELECT
@@ -187,7 +195,7 @@ BEGIN  -- noqa: LT02
     -- a repeated id (in the batch, or in the log): message by message, in input order. The
     -- elements go through a session table first, read back by its primary key: ordering the
     -- JSON_TABLE rows would sort their payloads (error 1038 past MySQL's sort_buffer_size)
-    IF v_conflict = 1 THEN
+    IF v_conflict > 0 THEN
         DROP TEMPORARY TABLE IF EXISTS queue__publish_elements;
         CREATE TEMPORARY TABLE queue__publish_elements (
             idx INT NOT NULL,
@@ -215,7 +223,11 @@ BEGIN  -- noqa: LT02
             {{ m.batch_content_type() }},
             {{ m.batch_priority() }}
         FROM {{ m.batch_elements() }} AS e;
-        {{ m.append_one_by_one('queue__publish_elements') }};
+        IF v_conflict = 2 THEN
+            {{ dedup.append_recorded('queue__publish_elements') }};
+        ELSE
+            {{ m.append_one_by_one('queue__publish_elements') }};
+        END IF;
         DROP TEMPORARY TABLE queue__publish_elements;
     END IF;
 
@@ -238,6 +250,19 @@ BEGIN  -- noqa: LT02
         FROM queue__publish_offsets AS o
         STRAIGHT_JOIN queue__publish_parts AS tp ON o.part_key = tp.part_key AND o.slot = tp.slot
         ORDER BY o.idx;
+    ELSEIF v_conflict = 2 THEN
+        -- a dedup window: the outcomes queue__append gave (each sequence moved by it)
+        {{ m.commit_if_own_transaction() }};
+        SET v_caller_id = LAST_INSERT_ID(v_caller_id);
+        SELECT
+            r.idx - 1 AS idx,
+            r.msg_offset AS `offset`,
+            r.duplicate,
+            r.partition_id,
+            r.msg_id AS id
+        FROM queue__dedup_results AS r
+        ORDER BY r.idx;
+        DROP TEMPORARY TABLE queue__dedup_results;
     ELSE
         -- each sequence to the last offset now in the log (our own new rows are visible to our
         -- plain reads, and nobody else can add to these partitions)
@@ -264,7 +289,8 @@ BEGIN  -- noqa: LT02
             msg.message_id AS id
         FROM queue__publish_offsets AS o
         INNER JOIN queue__publish_parts AS tp ON o.part_key = tp.part_key AND o.slot = tp.slot
-        INNER JOIN queue_messages AS msg ON tp.partition_id = msg.partition_id AND o.msg_id = msg.message_id
+        INNER JOIN queue_messages AS msg
+            ON tp.partition_id = msg.partition_id AND o.msg_id = msg.message_id AND msg.id_key = 0
         ORDER BY o.idx;
     END IF;
     DROP TEMPORARY TABLE queue__publish_offsets;

@@ -1,4 +1,5 @@
 {% import '_macros.sql' as m %}
+{% import '_dedup.sql' as dedup %}
 -- Publishes the rows of this session's queue__intake (see queue_intake_open) to one topic and
 -- empties it. Result rows (idx, offset, duplicate, partition_id, part_key): a row per message, or
 -- with idx NULL a range: each row of key part_key, at offset + its part_rank.
@@ -21,6 +22,7 @@ BEGIN  -- noqa: LT02
     DECLARE v_offset BIGINT;
     DECLARE v_duplicate TINYINT;
     DECLARE v_own_transaction INT DEFAULT 0;
+    DECLARE v_dedup_window BIGINT DEFAULT NULL;
     DECLARE v_caller_id BIGINT UNSIGNED DEFAULT LAST_INSERT_ID();
     -- any error: our writes undone, the intake emptied (nothing half-written, nothing left over)
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -72,7 +74,7 @@ BEGIN  -- noqa: LT02
         {{ m.begin_unless_in_transaction() }};
 
         -- the topic, created with defaults on first use
-        {{ m.find_or_create_topic('p_topic') }};
+        {{ m.find_or_create_topic('p_topic', 'v_dedup_window') }};
 
         -- the partitions, with how many rows each gets, whether the caller's ranks number them 1..n
         -- (a repeated rank fails the insert below on the offset key: the careful path), and their
@@ -142,32 +144,41 @@ BEGIN  -- noqa: LT02
         {{ m.number_unranked('queue__intake', "COALESCE(r.msg_key, '')", m.intake_slot('r')) }};
 
         -- one statement writes every row. An id the log holds already, or that the call repeats in
-        -- one partition, fails it (1062, G1; the statement's rows are undone) and takes the careful path
-        BEGIN
-            DECLARE CONTINUE HANDLER FOR 1062 SET v_conflict = 1;
-            INSERT INTO queue_messages (
-                partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
-                published_at, deliver_at, kind, content_type, priority
-            )
-            SELECT
-                tp.partition_id,
-                tp.base_offset + i.part_rank,
-                v_topic,
-                i.msg_key,
-                i.msg_id,
-                i.payload,
-                i.metadata,
-                v_now,
-                v_now + i.delay_ms,
-                i.kind,
-                i.content_type,
-                i.priority
-            FROM queue__intake AS i
-            STRAIGHT_JOIN queue__publish_parts AS tp
-                ON COALESCE(i.msg_key, '') = tp.part_key AND {{ m.intake_slot() }} = tp.slot;
-        END;
+        -- one partition, fails it (1062, G1; the statement's rows are undone) and takes the careful path.
+        -- A topic with a dedup window takes a careful path at once (v_conflict 2: outcomes recorded)
+        IF v_dedup_window IS NOT NULL THEN
+            SET v_conflict = 2;
+        END IF;
+        IF v_conflict = 0 THEN
+            BEGIN
+                DECLARE CONTINUE HANDLER FOR 1062 SET v_conflict = 1;
+                INSERT INTO queue_messages (
+                    partition_id, msg_offset, topic, partition_key, message_id, payload, metadata,
+                    published_at, deliver_at, kind, content_type, priority
+                )
+                SELECT
+                    tp.partition_id,
+                    tp.base_offset + i.part_rank,
+                    v_topic,
+                    i.msg_key,
+                    i.msg_id,
+                    i.payload,
+                    i.metadata,
+                    v_now,
+                    v_now + i.delay_ms,
+                    i.kind,
+                    i.content_type,
+                    i.priority
+                FROM queue__intake AS i
+                STRAIGHT_JOIN queue__publish_parts AS tp
+                    ON COALESCE(i.msg_key, '') = tp.part_key AND {{ m.intake_slot() }} = tp.slot;
+            END;
+        END IF;
 
-        IF v_conflict = 1 THEN
+        IF v_conflict = 2 THEN
+            -- row by row in idx order through queue__append, which keeps the window's ids
+            {{ dedup.append_recorded('queue__intake') }};
+        ELSEIF v_conflict = 1 THEN
             -- a repeated id: row by row in idx order, each appended or found (queue__append moves
             -- each sequence itself)
             {{ m.append_one_by_one('queue__intake') }};
@@ -208,6 +219,17 @@ BEGIN  -- noqa: LT02
                 ON COALESCE(i.msg_key, '') = tp.part_key AND {{ m.intake_slot() }} = tp.slot
             WHERE NOT ({{ m.intake_range('tp') }}) OR i.part_rank = 1
             ORDER BY idx;
+        ELSEIF v_conflict = 2 THEN
+            -- a dedup window: the outcomes queue__append gave, a row per message
+            SELECT
+                r.idx,
+                r.msg_offset AS `offset`,
+                r.duplicate,
+                r.partition_id,
+                NULL AS part_key
+            FROM queue__dedup_results AS r
+            ORDER BY r.idx;
+            DROP TEMPORARY TABLE queue__dedup_results;
         ELSE
             -- a duplicate: in the log before this call, or an earlier row of the call with its id
             SELECT
@@ -222,7 +244,8 @@ BEGIN  -- noqa: LT02
             FROM queue__intake AS i
             STRAIGHT_JOIN queue__publish_parts AS tp
                 ON COALESCE(i.msg_key, '') = tp.part_key AND {{ m.intake_slot() }} = tp.slot
-            INNER JOIN queue_messages AS msg ON tp.partition_id = msg.partition_id AND i.msg_id = msg.message_id
+            INNER JOIN queue_messages AS msg
+                ON tp.partition_id = msg.partition_id AND i.msg_id = msg.message_id AND msg.id_key = 0
             ORDER BY i.idx;
         END IF;
         IF v_own_transaction = 1 THEN

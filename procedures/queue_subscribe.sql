@@ -79,6 +79,7 @@ BEGIN
         INSERT INTO queue_subscriptions (group_name, topic, max_attempts, dlq_topic, created_at)
         VALUES (p_group, p_topic, v_max_attempts, v_dlq, v_now)
         ON DUPLICATE KEY UPDATE group_name = group_name;
+        {{ m.copy_topic_paused() }};
         SELECT
             MAX(s.max_attempts),
             MAX(s.dlq_topic)

@@ -4,8 +4,8 @@ CREATE TABLE IF NOT EXISTS queue_delivery_state (
     group_name VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     partition_id BIGINT NOT NULL,
     msg_offset BIGINT NOT NULL,
-    -- 0 waiting (nacked, released or delayed), 1 in flight, 2 acked (done), 3 dead-lettered;
-    -- the routines name them STATE_* (procedures/_macros.sql)
+    -- 0 waiting (nacked, released or delayed), 1 in flight, 2 acked (done), 3 dead-lettered,
+    -- 4 cancelled (done, never delivered); the routines name them STATE_* (procedures/_macros.sql)
     state TINYINT NOT NULL,
     invisible_until BIGINT NOT NULL,
     attempts INT NOT NULL,

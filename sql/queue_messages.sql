@@ -27,7 +27,12 @@ CREATE TABLE IF NOT EXISTS queue_messages (
     -- 0..9, higher first: fetch serves the partition whose next message ranks highest (an unkeyed
     -- message of priority p > 0 lives in slot p * PRIORITY_SLOTS + its hash, see _macros.sql)
     priority TINYINT NOT NULL DEFAULT 0,
+    -- 0 for every message, so (partition, id) is unique in the log (G1); NULL only for a copy of
+    -- an id published again after its topic's dedup window ended while an earlier copy is still
+    -- stored (queue__dedup_append): NULLs never clash in a unique key
+    id_key TINYINT NULL DEFAULT 0,
     PRIMARY KEY (partition_id, msg_offset),
-    -- publish: idempotency check on (partition, id) (G1)
-    UNIQUE KEY queue_messages_by_id (partition_id, message_id)
+    -- publish: idempotency check on (partition, id) (G1): the INSERT's duplicate-key error finds
+    -- the first copy; WHERE partition_id = ? AND message_id = ? AND id_key = 0 reads its offset
+    UNIQUE KEY queue_messages_by_id (partition_id, message_id, id_key)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

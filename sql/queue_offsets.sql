@@ -17,6 +17,9 @@ CREATE TABLE IF NOT EXISTS queue_offsets (
     -- source of delivery tokens for this group and partition
     delivery_seq BIGINT NOT NULL DEFAULT 0,
     updated_at BIGINT NOT NULL,
+    -- messages of the partition cancelled for this group (queue_cancel), ever: the stats' count,
+    -- which outlives the cancelled rows the watermark passes and deletes
+    cancelled BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (group_name, partition_id),
     -- gc: the watermark of every group on a partition
     KEY queue_offsets_by_partition (partition_id, offset_acked)

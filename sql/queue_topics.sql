@@ -14,5 +14,11 @@ CREATE TABLE IF NOT EXISTS queue_topics (
     archive_retention_ms BIGINT NOT NULL DEFAULT 604800000,
     -- 1: a DLQ topic (queue_topic_dlq), which a group may name as its DLQ whatever its name
     dlq TINYINT NOT NULL DEFAULT 0,
+    -- 1 while an admin paused the topic for every group (queue_pause with p_group NULL)
+    paused TINYINT NOT NULL DEFAULT 0,
+    -- the dedup window (queue_topic_dedup): an id published again within this many ms of its
+    -- first copy is a duplicate, even after GC removed the copy; NULL: no window, an id is unique
+    -- while its first copy is stored (the default). Copied to queue_partitions.dedup_window_ms
+    dedup_window_ms BIGINT NULL DEFAULT NULL,
     PRIMARY KEY (topic)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

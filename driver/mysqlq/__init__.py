@@ -4,6 +4,7 @@ import importlib
 from typing import Any
 
 from mysqlq import retry
+from mysqlq.batching import Batch
 from mysqlq.client import (
     Client,
     GcResult,
@@ -21,8 +22,10 @@ from mysqlq.errors import (
     InvalidArgument,
     InvalidDSN,
     LockTimeout,
+    NothingToCancel,
     NotMigrated,
     PermissionDenied,
+    ScheduleNotFound,
     SchemaMismatch,
     ServerMisconfigured,
     ServerReadOnly,
@@ -32,6 +35,7 @@ from mysqlq.errors import (
 )
 from mysqlq.message import Message
 from mysqlq.policy import AckPolicy
+from mysqlq.schedules import Schedule
 from mysqlq.subscriber import Subscriber
 
 
@@ -46,6 +50,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AckPolicy",
+    "Batch",
     "Client",
     "CommitFailed",
     "ConnectionLost",
@@ -58,9 +63,12 @@ __all__ = [
     "LockTimeout",
     "Message",
     "NotMigrated",
+    "NothingToCancel",
     "OutgoingMessage",
     "PermissionDenied",
     "PublishResult",
+    "Schedule",
+    "ScheduleNotFound",
     "SchemaMismatch",
     "ServerMisconfigured",
     "ServerReadOnly",

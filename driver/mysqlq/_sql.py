@@ -10,7 +10,7 @@ are passed to mysqlclient as %s placeholders (the intake's rows are escaped by t
 from __future__ import annotations
 
 # protocol version the driver speaks; the database's queue_version must match
-PROTOCOL_VERSION = "1.9"
+PROTOCOL_VERSION = "1.10"
 
 # a procedure, not a function: creating a stored function needs SUPER where binary logging is on
 # (MySQL's default and every managed MySQL's); protocol 1.1 and older had a function
@@ -52,12 +52,17 @@ STRICT_TOPICS = "SET @mysqlq_strict_topics = 1"
 TOPIC_CONFIGURE = "CALL queue_topic_configure(%s, %s, %s, %s, %s)"
 # a topic's archive: on (1) or off (0), and how long archived rows are kept (NULL: unchanged)
 TOPIC_ARCHIVE = "CALL queue_topic_archive(%s, %s, %s)"
+# a topic's dedup window in ms (0: none, ids unique while stored)
+TOPIC_DEDUP = "CALL queue_topic_dedup(%s, %s)"
 
 # group membership and leases
 SUBSCRIBE = "CALL queue_subscribe(%s, %s, %s, %s, %s, %s, NULL)"
 UNSUBSCRIBE = "CALL queue_unsubscribe(%s, %s)"
 # the admin's: a group's settings (max attempts, DLQ topic), a DLQ topic's mark, access rules
-GROUP_CONFIGURE = "CALL queue_group_configure(%s, %s, %s, %s)"
+GROUP_CONFIGURE = "CALL queue_group_configure(%s, %s, %s, %s, %s, %s, %s)"
+# flow control (admin and operator): pause or resume a group on a topic, or (NULL) the topic
+PAUSE = "CALL queue_pause(%s, %s)"
+RESUME = "CALL queue_resume(%s, %s)"
 TOPIC_DLQ = "CALL queue_topic_dlq(%s, %s)"
 ACL_GRANT = "CALL queue_acl_grant(%s, %s, %s)"
 ACL_REVOKE = "CALL queue_acl_revoke(%s, %s, %s)"
@@ -65,6 +70,27 @@ HEARTBEAT = "CALL queue_heartbeat(%s, %s, %s, %s, NULL)"
 ACQUIRE_LEASES = "CALL queue_acquire_leases(%s, %s, %s, %s, NULL)"
 RELEASE_LEASES = "CALL queue_release_leases(%s, %s, %s, NULL)"
 DEREGISTER = "CALL queue_deregister(%s, %s, %s, NULL)"
+
+# cancel a message not yet delivered (topic, key, id, group: NULL for every group)
+CANCEL = "CALL queue_cancel(%s, %s, %s, %s)"
+
+# recurring messages (the admin's; pause, resume, delete and run now the operator's too):
+# name, topic, key, payload, kind, content type, every ms, cron, missed policy
+SCHEDULE = "CALL queue_schedule(%s, %s, %s, %s, %s, %s, %s, %s, %s, NULL)"
+UNSCHEDULE = "CALL queue_schedule_delete(%s)"
+PAUSE_SCHEDULE = "CALL queue_schedule_pause(%s, NULL)"
+RESUME_SCHEDULE = "CALL queue_schedule_resume(%s, NULL)"
+RUN_SCHEDULE = "CALL queue_schedule_run(%s, NULL)"
+# the schedules, for client.schedules(), `mysqlq schedule list` and the dashboard (a reader's
+# SELECT on queue_schedules; the payload's size, not the payload)
+SCHEDULES = """
+SELECT s.name, s.topic, s.partition_key, LENGTH(s.payload) AS payload_bytes, s.kind,
+       s.content_type, s.every_ms, s.cron, s.missed, s.paused, s.next_slot_at, s.last_slot_at,
+       s.last_published_at, s.last_message_id, s.published, s.runs_now, s.last_error,
+       s.created_at, s.updated_at
+FROM queue_schedules s
+ORDER BY s.name
+"""
 
 # consuming
 FETCH = "CALL queue_fetch(%s, %s, %s, %s, %s, %s, NULL)"
@@ -117,7 +143,11 @@ SELECT s.topic, s.group_name,
          WHERE h.group_name = s.group_name AND h.topic = s.topic
            AND h.expires_at > CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)) AS live_subscribers,
        (SELECT COUNT(*) FROM queue_messages d
-         WHERE d.topic = s.dlq_topic AND d.origin_group = s.group_name) AS dlq_depth
+         WHERE d.topic = s.dlq_topic AND d.origin_group = s.group_name) AS dlq_depth,
+       COALESCE(SUM(o.cancelled), 0) AS cancelled,
+       MAX(s.paused) AS paused,
+       (SELECT MAX(t.paused) FROM queue_topics t WHERE t.topic = s.topic) AS topic_paused,
+       MAX(s.rate_per_s) AS rate, MAX(s.burst) AS burst, MAX(s.concurrency) AS concurrency
 FROM queue_subscriptions s
 LEFT JOIN queue_partitions p ON p.topic = s.topic
 LEFT JOIN queue_offsets o ON o.group_name = s.group_name AND o.partition_id = p.partition_id

@@ -14,11 +14,12 @@ from typing import Any, NamedTuple
 
 from mysqlq import _sql
 from mysqlq.errors import InvalidArgument
+from mysqlq.schedules import ScheduleAdmin
 
-__all__ = ["Admin", "GcResult", "check_limit", "epoch_ms"]
+__all__ = ["Admin", "GcResult", "check_limit", "epoch_ms", "flow_args"]
 
 
-class Admin:
+class Admin(ScheduleAdmin):
     """The administration calls; ``_call(sql, args)`` runs one statement (retried) and returns
     its rows."""
 
@@ -36,6 +37,7 @@ class Admin:
         archive: bool | None = None,
         archive_retention: float | None = None,
         dlq: bool | None = None,
+        dedup_window: float | None = None,
     ) -> dict[str, Any]:
         """Create a topic or change its settings; None keeps a setting as it is (a new topic
         takes the defaults). Returns the topic row, ``archive`` and ``archive_retention_ms``
@@ -45,7 +47,10 @@ class Admin:
         only deleting them. The archive settings go in a call of their own
         (``queue_topic_archive``), after the others (``queue_topic_configure``). ``dlq=True``
         marks the topic as a DLQ topic that any group may name as its DLQ (``queue_topic_dlq``);
-        the row returned then also holds ``dlq``."""
+        the row returned then also holds ``dlq``. ``dedup_window`` (seconds): an id published
+        again within that time of its first copy is a duplicate (the first offset), even after GC
+        removed the copy; ``0`` removes the window (ids unique while stored, the default); its own
+        call (``queue_topic_dedup``), last; the row then holds ``dedup_window_ms``."""
         retention_ms = None if retention is None else _seconds_ms(retention, "retention")
         if archive is not None and not isinstance(archive, bool):
             raise InvalidArgument(f"archive must be True, False or None, not {archive!r}")
@@ -54,10 +59,16 @@ class Admin:
             if archive_retention is None
             else _seconds_ms(archive_retention, "archive_retention")
         )
+        dedup_ms = None if dedup_window is None else _seconds_ms(dedup_window, "dedup_window")
+        if dedup_ms == 0 and dedup_window:
+            raise InvalidArgument(
+                f"dedup_window must be 0 or at least 0.001 s, not {dedup_window!r}"
+            )
         settings = (partitions, max_attempts, dlq_suffix, retention_ms)
         archiving = archive is not None or keep_ms is not None
         row: dict[str, Any] = {}
-        if (not archiving and dlq is None) or any(v is not None for v in settings):
+        alone = not archiving and dlq is None and dedup_ms is None
+        if alone or any(v is not None for v in settings):
             row = self._call(_sql.TOPIC_CONFIGURE, (topic, *settings))[0]
         if archiving:
             flag = None if archive is None else int(archive)
@@ -66,6 +77,8 @@ class Admin:
             if not isinstance(dlq, bool):
                 raise InvalidArgument(f"dlq must be True, False or None, not {dlq!r}")
             row = {**row, **self._call(_sql.TOPIC_DLQ, (topic, int(dlq)))[0]}
+        if dedup_ms is not None:
+            row = {**row, **self._call(_sql.TOPIC_DEDUP, (topic, dedup_ms))[0]}
         return row
 
     def subscribe(
@@ -85,13 +98,32 @@ class Admin:
         group: str,
         topic: str,
         *,
+        rate: float | None = None,
+        burst: int | None = None,
+        concurrency: int | None = None,
         max_attempts: int | None = None,
         dlq_topic: str | None = None,
     ) -> dict[str, Any]:
         """Create a group's subscription or change its settings (the admin's call); None keeps a
         setting. ``dlq_topic`` must be a DLQ topic: a name ending in ``_dlq``, the topic's own
-        DLQ name, or one marked with ``configure_topic(..., dlq=True)`` (else MQ013)."""
-        return self._call(_sql.GROUP_CONFIGURE, (group, topic, max_attempts, dlq_topic))[0]
+        DLQ name, or one marked with ``configure_topic(..., dlq=True)`` (else MQ013).
+
+        Flow control, across all the group's subscribers: ``rate`` messages per second started
+        (deliveries and redeliveries), with a bucket of ``burst`` (default ``ceil(rate)``);
+        ``concurrency`` messages in flight at most. ``0`` removes a limit (``burst=0``: back to
+        the default). Out of range: MQ029."""
+        args = (group, topic, max_attempts, dlq_topic, *flow_args(rate, burst, concurrency))
+        row = self._call(_sql.GROUP_CONFIGURE, args)[0]
+        return {**row, "rate_per_s": _rate(row.get("rate_per_s"))}
+
+    def pause(self, topic: str, group: str | None = None) -> dict[str, Any]:
+        """Pause ``group`` on ``topic``, or (None) the topic for every group: fetch delivers
+        nothing until :meth:`resume`; leases, settles and publishing go on. Returns the flags."""
+        return self._call(_sql.PAUSE, (topic, group))[0]
+
+    def resume(self, topic: str, group: str | None = None) -> dict[str, Any]:
+        """Undo :meth:`pause` of the group (or of the topic); the other flag stays as it is."""
+        return self._call(_sql.RESUME, (topic, group))[0]
 
     def acl_grant(self, user: str, operation: str, pattern: str) -> list[dict[str, Any]]:
         """Let account ``user`` ``publish``/``consume`` topics, or use ``group`` names, matching
@@ -111,6 +143,15 @@ class Admin:
         """Set where a group reads next: ``offset`` (0 = earliest kept, None = the end), on
         one partition (``key``) or on all of the topic's."""
         return self._call(_sql.SEEK, (group, topic, key, offset))
+
+    def cancel(
+        self, topic: str, id: str, *, key: str | None = None, group: str | None = None
+    ) -> int:
+        """Cancel message ``id`` (published under ``key``) before it is delivered, for ``group``
+        or (None) every group subscribed to ``topic``: it is never delivered there and no longer
+        holds back its partition. A message in flight finishes normally. Returns how many
+        deliveries were cancelled; :class:`mysqlq.NothingToCancel` (MQ026) when none was."""
+        return int(self._call(_sql.CANCEL, (topic, key, id, group))[0]["cancelled"])
 
     def redrive(self, dlq_topic: str, limit: int = 1000) -> int:
         """Send DLQ entries back to their topic, each for the group that failed it."""
@@ -142,7 +183,9 @@ class Admin:
         # SUM() comes back as Decimal: counts are whole numbers; the query's `unacked` is the lag
         return [
             {
-                ("lag" if k == "unacked" else k): int(v) if isinstance(v, Decimal) else v
+                ("lag" if k == "unacked" else k): (
+                    _rate(v) if k == "rate" else int(v) if isinstance(v, Decimal) else v
+                )
                 for k, v in r.items()
             }
             for r in rows
@@ -195,6 +238,41 @@ def _seconds_ms(seconds: Any, name: str) -> int:
             f"(365 days), not {seconds!r}"
         )
     return round(seconds * 1000)
+
+
+def _rate(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+# the flow-control settings queue_group_configure takes (MQ029 beyond them)
+MAX_RATE = 1_000_000
+MAX_FLOW_COUNT = 1_000_000
+
+
+def flow_args(rate: Any, burst: Any, concurrency: Any) -> tuple[Any, Any, Any]:
+    """``rate`` (messages per second), ``burst`` and ``concurrency`` checked as the procedure
+    checks them (no NaN, infinity or bool reaches it), the rate as a decimal string."""
+    if rate is not None and (
+        isinstance(rate, bool)
+        or not isinstance(rate, (int, float, Decimal))
+        or not math.isfinite(rate)
+        or not (rate == 0 or 0.001 <= rate <= MAX_RATE)
+    ):
+        raise InvalidArgument(
+            f"MQ029 rate must be None, 0 (no limit) or 0.001 to {MAX_RATE:,} messages per "
+            f"second, not {rate!r}",
+        )
+    for name, value in (("burst", burst), ("concurrency", concurrency)):
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not 0 <= value <= MAX_FLOW_COUNT
+        ):
+            raise InvalidArgument(
+                f"MQ029 {name} must be None, 0 (remove) or an integer up to {MAX_FLOW_COUNT:,}, "
+                f"not {value!r}",
+            )
+    return (None if rate is None else f"{Decimal(str(rate)):.6f}", burst, concurrency)
 
 
 def check_limit(limit: Any, name: str) -> None:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from mysqlq import _sql, groups, maintenance, version
+from mysqlq.batching import BatchHoldings
 from mysqlq.connection import connect as open_connection
 from mysqlq.errors import Error
 from mysqlq.flusher import Flusher
@@ -60,7 +61,8 @@ class Consumer:
         name, self._dsn = cast(str, s.name), cast(str, s.dsn)
         self.message_class = message_class
         self.control = Control()
-        self.holdings = Holdings(s.max_handler_time)
+        # a batch handler runs batches, several messages of a partition at once
+        self.holdings = (BatchHoldings if s.batch_handler else Holdings)(s.max_handler_time)
         self.tally = Tally(SubscriberMetrics(s.metrics, s.topic, s.group) if s.metrics else None)
         # the flush loop's queue; stop finishes it once every buffered message is in it
         self.flusher = Flusher(s.group, name, self.tally.flushed, self.control.wake.set)

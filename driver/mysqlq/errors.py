@@ -7,7 +7,9 @@ from the error number the server reported:
 * ``SIGNAL SQLSTATE '45000'`` in a procedure (errno 1644) -> :class:`InvalidArgument`, with
   ``code`` the stable code its message starts with (``MQ011``; docs/protocol.md lists them);
   ``MQ019`` (a settle in your transaction met a stale delivery) -> :class:`StaleDelivery`;
-  ``MQ023`` (an access rule refused the account a topic or group) -> :class:`PermissionDenied`
+  ``MQ023`` (an access rule refused the account a topic or group) -> :class:`PermissionDenied`;
+  ``MQ026`` (queue_cancel found nothing to cancel) -> :class:`NothingToCancel`;
+  ``MQ028`` (no schedule of that name) -> :class:`ScheduleNotFound`
 * a value the server cannot convert to a parameter's declared type (1264 out of range, 1265
   truncated, 1366 incorrect integer or string value such as invalid UTF-8, 1406 too long) ->
   :class:`InvalidArgument`, its message starting with the parameter's name
@@ -42,7 +44,9 @@ __all__ = [
     "InvalidDSN",
     "LockTimeout",
     "NotMigrated",
+    "NothingToCancel",
     "PermissionDenied",
+    "ScheduleNotFound",
     "SchemaMismatch",
     "ServerMisconfigured",
     "ServerReadOnly",
@@ -121,6 +125,17 @@ class InvalidDSN(Error, ValueError):
 
 class InvalidArgument(Error, ValueError):
     """A procedure rejected its input (``SIGNAL SQLSTATE '45000'``)."""
+
+
+class NothingToCancel(InvalidArgument):
+    """``cancel`` found nothing to cancel (code MQ026): no such message (never published, not
+    committed yet, or removed by GC), or it is in flight or already done for the group(s); the
+    message says which."""
+
+
+class ScheduleNotFound(InvalidArgument):
+    """No schedule has that name (code MQ028): ``unschedule``, ``pause_schedule``,
+    ``resume_schedule`` and ``run_schedule`` of a schedule never created, or deleted."""
 
 
 class StaleDelivery(Error):
@@ -242,6 +257,10 @@ def translate(exc: BaseException) -> Error:
             return StaleDelivery(message, errno)
         if message.startswith("MQ023 "):  # an access rule (queue_acl) refused the account
             return PermissionDenied(message, errno)
+        if message.startswith("MQ026 "):
+            return NothingToCancel(message, errno)
+        if message.startswith("MQ028 "):
+            return ScheduleNotFound(message, errno)
         return InvalidArgument(message, errno)
     if errno in CONVERSION_ERRNOS and (m := _COLUMN.search(message)):
         return InvalidArgument(f"{m.group(1)}: {message} ({errno})", errno)

@@ -44,9 +44,21 @@ class KindRouter:
 
 
 def handler_for(
-    handler: Callable[[Any], Any] | None, handlers: Mapping[str, Callable[[Any], Any]] | None
-) -> Callable[[Any], Any]:
-    """The subscriber's one handler, from exactly one of ``handler`` and ``handlers``."""
+    handler: Callable[[Any], Any] | None,
+    handlers: Mapping[str, Callable[[Any], Any]] | None,
+    batch_handler: Callable[[Any], Any] | None = None,
+) -> Callable[[Any], Any] | None:
+    """The subscriber's one handler, from exactly one of ``handler`` and ``handlers``; None
+    with a ``batch_handler`` (which takes the place of both)."""
+    if batch_handler is not None:
+        if handler is not None or handlers is not None:
+            raise InvalidArgument(
+                "give either batch_handler or handler/handlers, not both (a batch handler "
+                "settles lists of messages; route by kind inside it)"
+            )
+        if not callable(batch_handler):
+            raise InvalidArgument("batch_handler must be callable")
+        return None
     if (handler is None) == (handlers is None):
         raise InvalidArgument("give exactly one of handler and handlers")
     if handlers is not None:

@@ -61,6 +61,10 @@ class SubscriberSettings:
     group: str
     handler: Handler | None = None
     handlers: Mapping[str, Handler] | None = None
+    # instead of handler/handlers: called with lists of messages (mysqlq.batching)
+    batch_handler: Handler | None = None
+    batch_max: int = 100
+    batch_wait: float = 0.05
     name: str | None = None
     batch_size: int = 10
     visibility_timeout: float = 60.0
@@ -81,7 +85,11 @@ class SubscriberSettings:
     check_version: bool = True
 
     def __post_init__(self) -> None:
-        self.handler = handler_for(self.handler, self.handlers)
+        self.handler = handler_for(self.handler, self.handlers, self.batch_handler)
+        positive("batch_max", self.batch_max, integer=True)
+        positive("batch_wait", self.batch_wait, low=-1e-12)
+        if self.batch_handler is None and (self.batch_max, self.batch_wait) != (100, 0.05):
+            raise InvalidArgument("batch_max and batch_wait apply only to a batch_handler")
         positive("batch_size", self.batch_size, integer=True)
         positive("concurrency", self.concurrency, integer=True)
         if self.max_attempts is not None:  # None: the group's own
@@ -107,8 +115,10 @@ class SubscriberSettings:
         self.name = self.name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         # fetched messages waiting for a handler: more means fewer, larger fetches and acks; each
         # must start before its visibility deadline (max_buffered x handler time / concurrency)
+        # (a batch handler's batches fill from the buffer: room for two full ones at least)
+        batches = 2 * self.batch_max if self.batch_handler is not None else 0
         self.max_buffered = self.max_buffered or min(
-            self.concurrency * self.batch_size * 8, MAX_BUFFERED
+            max(self.concurrency * self.batch_size * 8, batches), MAX_BUFFERED
         )
 
 
@@ -134,6 +144,9 @@ class SettingsAttributes:
     topic = _setting("topic")
     group = _setting("group")
     handler = _setting("handler")
+    batch_handler = _setting("batch_handler")
+    batch_max = _setting("batch_max")
+    batch_wait = _setting("batch_wait")
     name = _setting("name")
     batch_size = _setting("batch_size")
     visibility_timeout = _setting("visibility_timeout")

@@ -13,7 +13,8 @@ threads:
 * **flush** — batches acks (and nacks, extends, dead letters, releases) into few calls;
 * **handlers** — ``concurrency`` threads (:class:`~mysqlq.handler_pool.HandlerPool`). A
   partition's messages run one after the other in offset order; different partitions run in
-  parallel.
+  parallel. With a ``batch_handler``, ``concurrency`` threads run batches instead
+  (:mod:`mysqlq.batching`: a partition in one running batch at a time, in offset order).
 
 What follows a handler is its ``ack_policy``'s (:mod:`mysqlq.policy`): by default a return
 acks and a raise nacks with the ``retry`` strategy's delay (:mod:`mysqlq.retry`). Explicit
@@ -41,6 +42,7 @@ import threading
 import time
 from typing import Any
 
+from mysqlq.batching import ThreadBatches
 from mysqlq.consumer import FLUSH_GRACE, Consumer
 from mysqlq.effects import ThreadSessions
 from mysqlq.errors import Error
@@ -109,7 +111,7 @@ class Subscriber(SettingsAttributes):
     def __init__(self, dsn: str | None = None, **options: Any) -> None:
         self.settings = settings = SubscriberSettings(dsn, **options)
         self._consumer = Consumer(settings, Message, ThreadSessions(settings.dsn or ""))
-        self._runner: ThreadRunner | None = None
+        self._runner: ThreadRunner | ThreadBatches | None = None
         self._stopped = threading.Event()
         # validate the arguments and the schema now, not in a background thread
         self._consumer.register()
@@ -117,7 +119,8 @@ class Subscriber(SettingsAttributes):
     def start(self) -> Subscriber:
         if self._consumer.started:
             raise Error("subscriber already started")
-        self._runner = ThreadRunner(self._consumer)
+        batches = self.settings.batch_handler is not None
+        self._runner = ThreadBatches(self._consumer) if batches else ThreadRunner(self._consumer)
         self._consumer.start(self._runner)
         return self
 

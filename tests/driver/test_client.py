@@ -382,8 +382,16 @@ def test_stats_after_a_subscriber(client, dsn):
             "in_flight": 0,
             "live_subscribers": 1,
             "dlq_depth": 1,
+            "cancelled": 0,
+            # flow control: neither paused nor limited
+            "paused": 0,
+            "topic_paused": 0,
+            "rate": None,
+            "burst": None,
+            "concurrency": None,
         }
-        assert all(isinstance(v, int) for k, v in row.items() if k not in {"topic", "group_name"})
+        counts = ("partitions", "lag", "in_flight", "live_subscribers", "dlq_depth", "cancelled")
+        assert all(isinstance(row[k], int) for k in counts)
     finally:
         sub.stop()
     (row,) = [r for r in client.stats() if r["topic"] == "orders"]

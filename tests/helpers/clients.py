@@ -256,6 +256,7 @@ CURSOR_PROCEDURES = {
     "queue_nack_tx",
     "queue_dead_letter_tx",
     "queue_seek",
+    "queue_cancel",
     "queue_redrive",
     "queue_commit_offsets",
     "queue_gc",

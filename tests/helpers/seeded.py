@@ -71,6 +71,13 @@ SIGNATURES: dict[str, dict[str, Any]] = {
         "p_now": None,
     },
     "queue_unsubscribe": {"p_group": GROUP, "p_topic": TOPIC},
+    # the delayed message seed() publishes: waiting in a row for billing, unread by audit
+    "queue_cancel": {
+        "p_topic": TOPIC,
+        "p_partition_key": "k2",
+        "p_message_id": "later",
+        "p_group": None,
+    },
     "queue_heartbeat": {
         "p_group": GROUP,
         "p_topic": TOPIC,
@@ -183,11 +190,37 @@ SIGNATURES: dict[str, dict[str, Any]] = {
         "p_topic": TOPIC,
         "p_max_attempts": 3,
         "p_dlq_topic": "orders_dlq",
+        "p_rate": 100,
+        "p_burst": 10,
+        "p_concurrency": 50,
     },
+    # flow control: a group, or (p_group NULL) the whole topic
+    "queue_pause": {"p_topic": TOPIC, "p_group": GROUP},
+    "queue_resume": {"p_topic": TOPIC, "p_group": GROUP},
     "queue_topic_dlq": {"p_topic": "orders_dlq", "p_dlq": 1},
+    # a dedup window on a topic of its own (the others keep the default)
+    "queue_topic_dedup": {"p_topic": "orders_dedup", "p_window_ms": HOUR_MS},
     # the rule seed() makes (for an account no test logs in as)
     "queue_acl_grant": {"p_user": "seeded_user", "p_operation": "consume", "p_pattern": "orders*"},
     "queue_acl_revoke": {"p_user": "nobody", "p_operation": None, "p_pattern": None},
+    # recurring messages: seed() makes 'nightly' (paused, run and resumed here) and 'doomed'
+    # (deleted)
+    "queue_schedule": {
+        "p_name": "hourly",
+        "p_topic": TOPIC,
+        "p_partition_key": "k1",
+        "p_payload": b"tick",
+        "p_kind": "report.due",
+        "p_content_type": "text/plain",
+        "p_every_ms": None,
+        "p_cron": "0 * * * *",
+        "p_missed": "last",
+        "p_now": None,
+    },
+    "queue_schedule_delete": {"p_name": "doomed"},
+    "queue_schedule_pause": {"p_name": "nightly", "p_now": None},
+    "queue_schedule_resume": {"p_name": "nightly", "p_now": None},
+    "queue_schedule_run": {"p_name": "nightly", "p_now": None},
 }
 
 
@@ -246,6 +279,9 @@ def seed(conn: Any) -> None:
     call(conn, "queue_commit_offsets", "audit", ARCHIVED, offsets, None)
     (gc,) = call(conn, "queue_gc", 1000, None)
     assert gc["archived"] == 1, gc
+    # a topic with an hour's dedup window: one id in queue_dedup_ids
+    call(conn, "queue_topic_dedup", "orders_dedup", HOUR_MS)
+    call(conn, "queue_publish", "orders_dedup", "k1", "d-1", b"once", None, 0)
     # an access rule for an account no test logs in as, and a setting that changes nothing
     call(conn, "queue_acl_grant", "seeded_user", "consume", "orders*")
     cur = conn.cursor()
@@ -253,6 +289,11 @@ def seed(conn: Any) -> None:
         cur.execute("INSERT INTO queue_settings (setting, value) VALUES ('seeded', 'yes')")
     finally:
         cur.close()
+    # schedules whose first slot is hours away (no tick publishes them during a test)
+    nightly = ("nightly", TOPIC, None, b"n", None, None, None, "0 3 * * *", None, None)
+    call(conn, "queue_schedule", *nightly)
+    doomed = ("doomed", TOPIC, None, b"d", None, None, 86_400_000, None, None, None)
+    call(conn, "queue_schedule", *doomed)
     # maintenance ran now: another tick within the (capped) interval finds nothing to do
     call(conn, "queue_maintenance_tick", SUBSCRIBER, HOUR_MS, None)
 

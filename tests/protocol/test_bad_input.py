@@ -88,6 +88,57 @@ def ms_values(low: int, allow_null: bool) -> list[tuple[str, Any, tuple]]:
     return values if allow_null else [("null", None, ()), *values]
 
 
+# recurring messages: a schedule name is 1 to 128 characters of a topic name's alphabet
+SCHEDULE_NAME_VALUES = [
+    ("null", None, ()),
+    ("empty", "", ()),
+    ("129_chars", "a" * 129, ()),
+    ("5000_chars", "a" * 5000, ()),
+    ("sql_metachars", "a'b; DROP TABLE x", ()),
+    ("trailing_newline", "nightly\n", ()),
+]
+# ... and must name a schedule (MQ028) where one is looked up
+SCHEDULE_KNOWN_NAME_VALUES = [*SCHEDULE_NAME_VALUES, ("unknown", "nobody", ())]
+# cron: 5 fields of *, n, a-b, lists and /steps in range (MQ027), which fire some day
+CRON_VALUES = [
+    ("empty", "", ()),
+    ("blank", "   ", ()),
+    ("four_fields", "* * * *", ()),
+    ("six_fields", "* * * * * *", ()),
+    ("minute_60", "60 * * * *", ()),
+    ("hour_24", "0 24 * * *", ()),
+    ("day_0", "0 0 0 * *", ()),
+    ("day_32", "0 0 32 * *", ()),
+    ("month_13", "0 0 * 13 *", ()),
+    ("weekday_8", "0 0 * * 8", ()),
+    ("reversed_range", "5-1 * * * *", ()),
+    ("step_0", "*/0 * * * *", ()),
+    ("star_range", "*-5 * * * *", ()),
+    ("letters", "a * * * *", ()),
+    ("empty_list_item", "1,,2 * * * *", ()),
+    ("open_range", "1- * * * *", ()),
+    ("negative", "-1 * * * *", ()),
+    ("bad_name", "0 0 * * MONDAY", ()),
+    ("never_fires", "0 0 30 2 *", ()),
+    ("201_chars", "0 0 * * *" + " " * 192, ()),
+    ("sql_metachars", "'; DROP TABLE queue_schedules; --", ()),
+]
+
+# flow control (queue_group_configure): a rate in messages per second, counts up to 1,000,000
+FLOW_RATE_VALUES = [
+    ("negative", -1, ()),
+    ("below_min", 0.0005, ()),
+    ("above_max", 1_000_001, ()),
+    ("far_above_max", 10**13, ()),
+]
+# pause and resume: a group must be subscribed to the topic (MQ011)
+FLOW_GROUP_VALUES = [*IDENTIFIER_OPTIONAL, ("unsubscribed", "nobody", ())]
+
+
+def flow_count_values() -> list[tuple[str, Any, tuple]]:
+    return [("negative", -1, ()), ("above_max", 1_000_001, ()), ("huge", 2**62, ())]
+
+
 def count_values(high: int, allow_null: bool) -> list[tuple[str, Any, tuple]]:
     values = [
         ("zero", 0, ()),
@@ -234,6 +285,12 @@ PARAM_KINDS: dict[str, dict[str, list]] = {
         "p_now": NOW_VALUES,
     },
     "queue_unsubscribe": {"p_group": IDENTIFIER_REQUIRED, "p_topic": IDENTIFIER_REQUIRED},
+    "queue_cancel": {
+        "p_topic": IDENTIFIER_REQUIRED,
+        "p_partition_key": NAME_OPTIONAL,
+        "p_message_id": NAME_REQUIRED,
+        "p_group": IDENTIFIER_OPTIONAL,
+    },
     "queue_heartbeat": {
         "p_group": IDENTIFIER_REQUIRED,
         "p_topic": IDENTIFIER_REQUIRED,
@@ -365,6 +422,15 @@ PARAM_KINDS: dict[str, dict[str, list]] = {
         "p_max_attempts": count_values(1000, allow_null=True),
         # an ordinary topic (not named or marked as a DLQ) is no DLQ topic, nor the topic itself
         "p_dlq_topic": [*IDENTIFIER_OPTIONAL, ("ordinary", "payments", ()), ("self", "orders", ())],
+        "p_rate": FLOW_RATE_VALUES,
+        "p_burst": flow_count_values(),
+        "p_concurrency": flow_count_values(),
+    },
+    "queue_pause": {"p_topic": IDENTIFIER_REQUIRED, "p_group": FLOW_GROUP_VALUES},
+    "queue_resume": {"p_topic": IDENTIFIER_REQUIRED, "p_group": FLOW_GROUP_VALUES},
+    "queue_topic_dedup": {
+        "p_topic": IDENTIFIER_REQUIRED,
+        "p_window_ms": ms_values(0, allow_null=False),
     },
     "queue_topic_dlq": {
         "p_topic": IDENTIFIER_REQUIRED,
@@ -380,6 +446,23 @@ PARAM_KINDS: dict[str, dict[str, list]] = {
         "p_operation": ACL_OPERATION_VALUES,
         "p_pattern": ACL_PATTERN_VALUES,
     },
+    "queue_schedule": {
+        "p_name": SCHEDULE_NAME_VALUES,
+        "p_topic": IDENTIFIER_REQUIRED,
+        "p_partition_key": NAME_OPTIONAL,
+        "p_payload": [("null", None, ()), ("over_1_mib", b"x" * 1_048_577, ())],
+        "p_kind": NAME_OPTIONAL,
+        "p_content_type": NAME_OPTIONAL,
+        # the valid call has a cron expression: an interval as well is one too many
+        "p_every_ms": [("with_cron", 60_000, ())],
+        "p_cron": CRON_VALUES,
+        "p_missed": [("empty", "", ()), ("other", "all", ()), ("5000_chars", "a" * 5000, ())],
+        "p_now": NOW_VALUES,
+    },
+    "queue_schedule_delete": {"p_name": SCHEDULE_KNOWN_NAME_VALUES},
+    "queue_schedule_pause": {"p_name": SCHEDULE_KNOWN_NAME_VALUES, "p_now": NOW_VALUES},
+    "queue_schedule_resume": {"p_name": SCHEDULE_KNOWN_NAME_VALUES, "p_now": NOW_VALUES},
+    "queue_schedule_run": {"p_name": SCHEDULE_KNOWN_NAME_VALUES, "p_now": NOW_VALUES},
 }
 
 # Free-form text parameters the procedures store as given (any value, NULL included, is valid).
@@ -425,9 +508,35 @@ COMBINATION_CASES = [
     ("fetch-not-subscribed", "queue_fetch", {"p_group": "nobody"}, "p_group"),
     ("acquire-not-subscribed", "queue_acquire_leases", {"p_topic": "elsewhere"}, "p_group"),
     ("seek-not-subscribed", "queue_seek", {"p_group": "nobody"}, "p_group"),
+    ("cancel-not-subscribed", "queue_cancel", {"p_group": "nobody"}, "p_group"),
+    # MQ026 names the id that found nothing to cancel, and changes nothing
+    ("cancel-no-such-message", "queue_cancel", {"p_message_id": "nobody"}, "p_message_id"),
+    (
+        "cancel-already-acked",
+        "queue_cancel",
+        {"p_partition_key": "k1", "p_message_id": "m-0", "p_group": GROUP},
+        "p_message_id",
+    ),
     ("commit-offsets-not-subscribed", "queue_commit_offsets", {"p_group": "nobody"}, "p_group"),
     # billing holds live subscriber leases: it cannot also keep its own offsets
     ("commit-offsets-live-leases", "queue_commit_offsets", {"p_group": GROUP}, "p_group"),
+    # an interval instead of the cron expression: 1 s to 365 days; neither is no schedule
+    *[
+        (
+            f"schedule-every-{label}",
+            "queue_schedule",
+            {"p_cron": None, "p_every_ms": v},
+            "p_every_ms",
+        )
+        for label, v in [
+            ("null", None),
+            ("zero", 0),
+            ("1ms", 1),
+            ("999ms", 999),
+            ("negative", -1000),
+            ("above_one_year", YEAR_MS + 1),
+        ]
+    ],
     # the first bad parameter in declaration order is the one reported
     (
         "publish-two-bad-parameters",

@@ -284,6 +284,9 @@ def test_fuzz_client_publish_batch(client, watch, topic, messages, chunk_size) -
             "archive_list",
             "archive_show",
             "archive_purge",
+            "configure_group",
+            "pause",
+            "resume",
         ]
     ),
     a=py_values,
@@ -306,6 +309,11 @@ def test_fuzz_client_admin(client, watch, method, a, b, c) -> None:
         "archive_list": lambda: client.archive_list(a, b),
         "archive_show": lambda: client.archive_show(a, b),
         "archive_purge": lambda: client.archive_purge(a, before=b, limit=c),
+        "configure_group": lambda: client.configure_group(
+            a, b, rate=c, burst=b, concurrency=c, max_attempts=b
+        ),
+        "pause": lambda: client.pause(a, b),
+        "resume": lambda: client.resume(a, b),
     }
     expect_clean(watch, calls[method])
 

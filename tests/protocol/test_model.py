@@ -2,7 +2,8 @@
 
 Hypothesis drives random sequences of protocol calls (publish, with duplicates, delays and an
 open transaction that commits or rolls back; lease ticks, graceful leaves and lease expiry;
-fetch, ack, nack, extend, dead-letter, release; seek; GC; the clock) against one topic, two
+fetch, ack, nack, extend, dead-letter, release; seek; GC; the clock; cancel; pause and resume of a
+group or the topic; a group's rate limit and concurrency cap) against one topic, two
 consumer groups (one in strict order, ``batch_size = 1``) and two subscribers per group. Time is
 injected through ``p_now``: the model's clock is the server clock plus a skew that only grows, so
 ``published_at`` (always the server clock) is never in the model's future.
@@ -29,15 +30,27 @@ the rest against the guarantees. After every step the database is compared with 
       ceil(P/S) places going to the members that hold the most (G15);
 * G12 nothing is delivered before its ``deliver_at``.
 
-At the end of every example all groups drain: every committed message is acked or
-dead-lettered by every group (G5), and GC then empties the log.
+Flow control and cancel (issue 38): a cancelled message is never delivered to its group, the
+watermark passes it and GC removes it once every group passed it (the count of cancels per group
+is ``queue_offsets.cancelled``); a cancel predicts exactly what it cancels (not in flight, not
+done) or fails with MQ026 and changes nothing. A paused group (or topic) is delivered nothing; a
+group with a concurrency cap is given no more than the cap minus what is in flight, and one with a
+rate limit starts no more than its burst plus the rate times the time since it was set. Where a
+limit or a pause can stop a fetch before it visits every held partition, the model reads which
+expired deliveries at their last attempt it dead-lettered instead of predicting it.
+
+At the end of every example the limits are lifted and all groups drain: every committed message
+is acked, dead-lettered or cancelled by every group (G5), and GC then empties the log.
 
 Budget: the ``ci`` profile (default) runs a fixed number of examples; ``MYSQLQ_MODEL_PROFILE=long``
-runs many more. One database serves the whole test; every example uses fresh topic names.
+runs many more (pass ``--timeout=0``: it outlasts pytest-timeout's 300 s, whose interrupt would
+leave the connection mid-call and show up as a flaky strategy). One database serves the whole
+test; every example uses fresh topic names.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -112,7 +125,7 @@ class GState:
     token: int | None = None  # the current delivery's token
     until: int = 0  # visibility deadline of the current delivery
     holder: str | None = None
-    done: str | None = None  # 'ack', 'dlq' or 'seek'
+    done: str | None = None  # 'ack', 'dlq', 'seek' or 'cancel'
     not_before: int = 0  # a nack delay
     delivered: bool = False  # delivered at least once since the last seek
 
@@ -130,6 +143,23 @@ class Delivery:
     pid: int
     offset: int
     token: int
+
+
+@dataclass
+class Limits:
+    """A group's flow control: rate (messages per second, with a burst) and concurrency cap.
+    ``since`` is the server clock before the rate was set (its bucket starts full), ``started``
+    the deliveries since."""
+
+    rate: float | None = None
+    burst: int = 0
+    since: int = 0
+    started: int = 0
+    concurrency: int | None = None
+
+    @property
+    def any(self) -> bool:
+        return self.rate is not None or self.concurrency is not None
 
 
 @dataclass
@@ -158,6 +188,11 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.skew = 0
         self.tx: Msg | None = None  # the message published in the open transaction
         self.pids: dict[tuple[str | None, int], int] = {}  # (key, slot) -> partition_id
+        # flow control: paused groups, the topic's pause, and each group's limits
+        self.paused: set[str] = set()
+        self.topic_paused = False
+        self.limits: dict[str, Limits] = {g: Limits() for g in GROUPS}
+        self.cancelled: dict[str, int] = dict.fromkeys(GROUPS, 0)  # queue_offsets.cancelled
 
     # ------------------------------------------------------------------ helpers
 
@@ -426,6 +461,14 @@ class ProtocolMachine(RuleBasedStateMachine):
             and lease.holder == sub
             and lease.expires > now
         ]
+        # a pause or a limit may end the fetch before it visits every held partition
+        held_back = g in self.paused or self.topic_paused or self.limits[g].any
+        opened_before = {pid for (gg, pid) in self.m.wm if gg == g}
+        in_flight_before = sum(
+            1
+            for (gg, _pid, _off), s in self.m.gstate.items()
+            if gg == g and s.token is not None and not s.done and s.until > now
+        )
         # expired deliveries at their last attempt go to the DLQ (G10)
         expected_dlq = []
         for pid in served:
@@ -444,6 +487,9 @@ class ProtocolMachine(RuleBasedStateMachine):
             got = call(
                 self.conn, "queue_fetch", g, self.topic, sub, batch, VISIBILITY_MS, 1000, now
             )
+        if held_back:
+            expected_dlq = self._observe_held_back_fetch(g, served, opened_before, expected_dlq)
+            self._check_limits(g, got, now, in_flight_before)
         for pid, off in expected_dlq:
             s = self.state(g, pid, off)
             s.done, s.token = "dlq", None
@@ -489,6 +535,52 @@ class ProtocolMachine(RuleBasedStateMachine):
             ]
             assert len(in_flight) <= batch, f"G6: {g} has {in_flight} in flight on {pid}"
         self.m.deliveries = self.m.deliveries[-40:]
+
+    def _observe_held_back_fetch(
+        self, g: str, served: list[int], opened_before: set[int], candidates: list
+    ) -> list[tuple[int, int]]:
+        """A fetch a pause or a limit may have ended early: the partitions it opened and the
+        expired deliveries it dead-lettered, read from the database (a paused group: none)."""
+        offsets = {r["partition_id"]: r["offset_acked"] for r in self.group_rows(g)[0]}
+        for pid in served:
+            if pid not in opened_before and pid not in offsets:
+                del self.m.wm[(g, pid)]
+        dead = []
+        for pid, off in candidates:
+            state = scalar(
+                self.conn,
+                "SELECT state FROM queue_delivery_state WHERE group_name = %s"
+                " AND partition_id = %s AND msg_offset = %s",
+                g,
+                pid,
+                off,
+            )
+            if off <= offsets.get(pid, 0) or state == 3:
+                dead.append((pid, off))
+        if g in self.paused or self.topic_paused:
+            assert not dead, f"a paused group's fetch dead-lettered {dead}"
+        return dead
+
+    def _check_limits(self, g: str, got: list[dict], now: int, in_flight_before: int) -> None:
+        limits = self.limits[g]
+        if g in self.paused or self.topic_paused:
+            assert not got, f"paused: {g} was delivered {len(got)} messages"
+        if limits.concurrency is not None:
+            # the model's in-flight count is at most the database's (an extend of one message
+            # of a cursor batch moves the whole batch's deadline there)
+            room = max(0, limits.concurrency - in_flight_before)
+            assert len(got) <= room, (
+                f"concurrency cap {limits.concurrency}: {g} had {in_flight_before} in flight"
+                f" and was given {len(got)}"
+            )
+        if limits.rate is not None:
+            assert len(got) <= limits.burst, f"{g} started {len(got)} at once, burst {limits.burst}"
+            limits.started += len(got)
+            allowed = limits.burst + limits.rate * (now - limits.since) / 1000
+            assert limits.started <= allowed + 1e-6, (
+                f"rate {limits.rate}/s, burst {limits.burst}: {g} started {limits.started}"
+                f" in {now - limits.since} ms"
+            )
 
     @rule(
         g=st.sampled_from(sorted(GROUPS)), i=st.integers(0, 1), delay=st.sampled_from([0, 0, 2_000])
@@ -651,6 +743,119 @@ class ProtocolMachine(RuleBasedStateMachine):
         for pid, first in cut.items():
             self.m.first_retained[pid] = first
 
+    # ------------------------------------------------------------------ cancel, flow control
+
+    @rule(
+        pick=st.integers(0, 1000),
+        key=st.sampled_from([*KEYS, TX_KEY]),
+        id_=st.sampled_from(IDS),
+        g=st.sampled_from([None, *sorted(GROUPS)]),
+    )
+    def cancel(self, pick, key, id_, g) -> None:
+        """Cancel a message for one group or all: what is neither in flight nor done is
+        cancelled, the watermark passes it; nothing to cancel is MQ026 and changes nothing.
+        Mostly one of the latest retained messages, else any key and id (often none)."""
+        kept = [m for pid in self.live_partitions() for m in self.retained(pid)]
+        if kept and pick >= 150:
+            chosen = sorted(kept, key=lambda m: (-m.offset, m.pid))[
+                (pick - 150) % min(len(kept), 6)
+            ]
+            id_ = chosen.id
+            key = next(k for (k, _slot), pid in self.pids.items() if pid == chosen.pid)
+        self._cancel(key, id_, g)
+
+    def _cancel(self, key, id_, g) -> None:
+        scope = sorted(GROUPS) if g is None else [g]
+        found = None
+        if (key, -1 if key is not None else zlib.crc32(id_.encode()) % SLOTS) in self.pids:
+            pid = self.partition_id(key, id_)
+            if pid in self.m.last:
+                found = next((m for m in self.retained(pid) if m.id == id_), None)
+        hits = []
+        if found is not None:
+            for gg in scope:
+                wm = self.m.wm.get((gg, found.pid), self.m.first_retained.get(found.pid, 1) - 1)
+                s = self.state(gg, found.pid, found.offset)
+                if found.offset > wm and not s.done and s.token is None:
+                    hits.append(gg)
+        guard = self.others_unchanged(g) if g is not None else contextlib.nullcontext()
+        with guard:
+            if hits:
+                (row,) = call(self.conn, "queue_cancel", self.topic, key, id_, g)
+                assert row["cancelled"] == len(hits), f"cancel {key}/{id_}: {row}, model {hits}"
+            else:
+                with pytest.raises(errors.NothingToCancel):
+                    call(self.conn, "queue_cancel", self.topic, key, id_, g)
+        if not hits:
+            return
+        for gg in scope:
+            self.open_offsets(gg, found.pid)
+        for gg in hits:
+            s = self.state(gg, found.pid, found.offset)
+            s.done, s.token = "cancel", None
+            self.cancelled[gg] += 1
+            self.advance_wm(gg, found.pid)
+
+    @rule(
+        op=st.sampled_from(["pause", "resume", "resume", "limit", "limit"]),
+        g=st.sampled_from([None, *sorted(GROUPS)]),
+        rate=st.sampled_from([None, 0, 0.001, 1000]),
+        concurrency=st.sampled_from([None, 0, 3, 4]),
+    )
+    def flow_control(self, op, g, rate, concurrency) -> None:
+        """One rule for all of it, so that the protocol's own steps keep their share: pause or
+        resume a group or (None) the topic, or set a group's limits (None: g1)."""
+        if op == "limit":
+            self.limit(g or "g1", rate, concurrency)
+        else:
+            self.pause_or_resume(g, op == "pause")
+
+    def pause_or_resume(self, g, pause) -> None:
+        """Pause or resume a group, or (None) the whole topic."""
+        call(self.conn, "queue_pause" if pause else "queue_resume", self.topic, g)
+        if g is None:
+            self.topic_paused = pause
+        elif pause:
+            self.paused.add(g)
+        else:
+            self.paused.discard(g)
+
+    def limit(self, g, rate, concurrency) -> None:
+        """Set or remove (0) a group's rate limit (burst 3: a whole cursor batch) and cap (at
+        least a batch: a batch is redelivered whole). The rates are such that the time a step
+        takes cannot change what a fetch is given (the examples must replay the same way): 1000
+        per second refills the bucket between any two calls, so only the burst binds; 0.001 per
+        second refills less than one message in an example, so the group stops after its burst."""
+        limits = self.limits[g]
+        since = server_now(self.conn)
+        burst = None if rate is None else (3 if rate else 0)
+        with self.others_unchanged(g):
+            call(
+                self.conn,
+                "queue_group_configure",
+                g,
+                self.topic,
+                None,
+                None,
+                rate,
+                burst,
+                concurrency,
+            )
+        if rate is not None:
+            limits.rate = rate or None
+            limits.burst, limits.since, limits.started = 3, since, 0
+        if concurrency is not None:
+            limits.concurrency = concurrency or None
+
+    def _lift_flow_control(self) -> None:
+        for g in GROUPS:
+            call(self.conn, "queue_resume", self.topic, g)
+            call(self.conn, "queue_group_configure", g, self.topic, None, None, 0, 0, 0)
+            self.limits[g] = Limits()
+        call(self.conn, "queue_resume", self.topic, None)
+        self.paused.clear()
+        self.topic_paused = False
+
     # ------------------------------------------------------------------ invariants
 
     @invariant()
@@ -676,6 +881,10 @@ class ProtocolMachine(RuleBasedStateMachine):
             assert got == want, f"G8: {g} watermarks {got}, model {want}"
             for s in states:
                 assert s["msg_offset"] > got[s["partition_id"]], f"G8: row behind watermark {s}"
+            cancelled = sum(int(r["cancelled"]) for r in offsets)
+            assert cancelled == self.cancelled[g], (
+                f"{g} cancelled {cancelled}, model {self.cancelled[g]}"
+            )
         # G10: one DLQ entry per dead letter, with provenance and the original payload
         dlq = rows(
             self.conn,
@@ -703,6 +912,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             return
         if self.tx is not None:
             self.end_transaction(True)
+        self._lift_flow_control()
         self.skew += 60_000  # every lease, visibility, delay and nack delay has passed
         for g in GROUPS:
             sub = SUBSCRIBERS[g][0]

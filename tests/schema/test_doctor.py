@@ -286,6 +286,7 @@ def test_grants_read_from_show_grants_lines() -> None:
         "EXECUTE on queue_publish_batch",
         "EXECUTE on queue_intake_open",
         "EXECUTE on queue_publish_intake",
+        "EXECUTE on queue_cancel",
         "EXECUTE on queue_version",
     ]
 

@@ -172,6 +172,7 @@ def test_cli_prints_the_statements() -> None:
         "GRANT EXECUTE ON PROCEDURE `app`.`queue_publish_batch` TO 'api'@'10.0.%';",
         "GRANT EXECUTE ON PROCEDURE `app`.`queue_intake_open` TO 'api'@'10.0.%';",
         "GRANT EXECUTE ON PROCEDURE `app`.`queue_publish_intake` TO 'api'@'10.0.%';",
+        "GRANT EXECUTE ON PROCEDURE `app`.`queue_cancel` TO 'api'@'10.0.%';",
         "GRANT EXECUTE ON PROCEDURE `app`.`queue_version` TO 'api'@'10.0.%';",
     ]
     everything = CliRunner().invoke(

@@ -70,9 +70,32 @@ def _log(conn: Any) -> list[dict[str, Any]]:
     return rows(conn, f"SELECT {LOG_COLUMNS} FROM queue_messages ORDER BY partition_id, msg_offset")
 
 
+# columns added after 0002 with defaults that mean "as before" (protocol 1.10: flow control,
+# cancel, dedup window): the upgrade must fill them with exactly these
+ADDED_COLUMNS = {
+    "queue_partitions": {"dedup_window_ms": None},
+    "queue_subscriptions": {
+        "paused": 0,
+        "topic_paused": 0,
+        "rate_per_s": None,
+        "burst": None,
+        "tokens": 0,
+        "refilled_at": 0,
+        "concurrency": None,
+    },
+    "queue_offsets": {"cancelled": 0},
+}
+
+
 def _state(conn: Any) -> dict[str, list[dict[str, Any]]]:
-    """Every group's position and every registry row, as plain rows."""
+    """Every group's position and every registry row, as plain rows (columns added since 0002
+    checked for their defaults and left out)."""
     state = {t: _sorted(rows(conn, f"SELECT * FROM {t}")) for t in STATE_TABLES}
+    for table, defaults in ADDED_COLUMNS.items():
+        for row in state.get(table, []):
+            for column, default in defaults.items():
+                if column in row:
+                    assert row.pop(column) == default, (table, column)
     state["queue_topics"] = rows(conn, f"SELECT {TOPIC_COLUMNS} FROM queue_topics ORDER BY topic")
     return state
 

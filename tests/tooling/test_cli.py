@@ -222,6 +222,12 @@ def test_stats(cli, client):
         "in_flight",
         "live_subscribers",
         "dlq_depth",
+        "cancelled",
+        "paused",
+        "topic_paused",
+        "rate",
+        "burst",
+        "concurrency",
     }
     (only,) = json_lines(cli("stats", "--json", "--topic", "refunds").stdout)
     assert [r["topic"] for r in only] == ["refunds"]

@@ -27,6 +27,7 @@ import signal
 import time
 from typing import Any
 
+from mysqlq.aio._batches import TaskBatches
 from mysqlq.aio._sessions import HandlerSessions
 from mysqlq.aio._tasks import STOPPED, TaskRunner
 from mysqlq.aio.message import Message
@@ -50,7 +51,7 @@ class Subscriber(SettingsAttributes):
         self.settings = settings = SubscriberSettings(dsn, **options)
         self._sessions = HandlerSessions(settings.dsn or "", settings.concurrency)
         self._consumer = Consumer(settings, Message, self._sessions)
-        self._runner: TaskRunner | None = None
+        self._runner: TaskRunner | TaskBatches | None = None
         self._registered = False
         self._stop_requested = asyncio.Event()
         self._stop_task: asyncio.Future | None = None
@@ -67,7 +68,9 @@ class Subscriber(SettingsAttributes):
             await asyncio.to_thread(self._consumer.register)
             self._registered = True
         self._sessions.open()
-        self._runner = TaskRunner(loop, self._consumer, self._sessions)
+        batches = self.settings.batch_handler is not None
+        runner = TaskBatches if batches else TaskRunner
+        self._runner = runner(loop, self._consumer, self._sessions)
         self._consumer.start(self._runner)
         return self
 
@@ -135,5 +138,7 @@ class Subscriber(SettingsAttributes):
             await asyncio.wait(cancelled, timeout=1.0)
         consumer.hand_back()
         await asyncio.to_thread(consumer.join)
+        if isinstance(runner, TaskBatches):
+            runner.close()
         self._sessions.close()
         log.info("subscriber %s left group %s", self.name, self.group)

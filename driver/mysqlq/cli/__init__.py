@@ -6,6 +6,7 @@ red line on stderr and exit with status 1.
 
     mysqlq migrate [--sql]                     install or upgrade the schema
     mysqlq publish TOPIC [PAYLOAD]...          publish arguments, or JSON lines from stdin
+    mysqlq cancel TOPIC ID [--key K] [--group G]  cancel a message not yet delivered
     mysqlq consume TOPIC --group G             run a subscriber (prints messages as JSON lines)
     mysqlq stats [--json]                      lag, in flight, DLQ depth per topic and group
     mysqlq dlq list|show|redrive DLQ_TOPIC     inspect and redrive dead letters
@@ -14,7 +15,10 @@ red line on stderr and exit with status 1.
     mysqlq gc [--limit N] [--json]             delete (or archive) what every group has passed
     mysqlq doctor [--fix] [--json] [--role R]  check event, binlog, group, primary, grants
     mysqlq grants                              GRANT statements (and access rules) per role
-    mysqlq group configure GROUP TOPIC         a group's max attempts and DLQ topic (admin)
+    mysqlq group configure GROUP TOPIC         a group's max attempts, DLQ topic and limits (admin)
+    mysqlq topic configure TOPIC               a topic's partitions, retention, dedup window (admin)
+    mysqlq pause|resume TOPIC [--group G]      stop or restart delivery (admin, operator)
+    mysqlq schedule add|list|pause|resume|delete|run  recurring messages (admin; reader lists)
     mysqlq demo, mysqlq bench                  where the workshop (tools/, mysqlq-dev) is installed
     mysqlq spark archive|dlq-report            Spark pipelines (needs mysqlq[spark])
 """
@@ -27,17 +31,21 @@ import click
 
 from mysqlq import __version__
 from mysqlq.cli.archive import archive
+from mysqlq.cli.cancel import cancel
 from mysqlq.cli.consume import consume
 from mysqlq.cli.dashboard import dashboard
 from mysqlq.cli.dlq import dlq
 from mysqlq.cli.doctor import doctor
+from mysqlq.cli.flow import pause, resume
 from mysqlq.cli.gc import gc
 from mysqlq.cli.grants import grants
 from mysqlq.cli.group import group_cli
 from mysqlq.cli.migrate import migrate
 from mysqlq.cli.publish import publish
+from mysqlq.cli.schedule import schedule_cli
 from mysqlq.cli.spark import spark_group
 from mysqlq.cli.stats import stats
+from mysqlq.cli.topic import topic_cli
 
 __all__ = ["main"]
 
@@ -68,6 +76,7 @@ def main() -> None:
 for _command in (
     migrate,
     publish,
+    cancel,
     consume,
     stats,
     dlq,
@@ -77,6 +86,10 @@ for _command in (
     doctor,
     grants,
     group_cli,
+    pause,
+    resume,
+    schedule_cli,
     spark_group,
+    topic_cli,
 ):
     main.add_command(_command)

@@ -27,7 +27,8 @@ _EXTRA_MODULES = {"starlette", "uvicorn", "jinja2", "anyio", "h11"}
 @click.option(
     "--allow-actions",
     is_flag=True,
-    help="Offer redrive and seek (each with a confirmation); needs a token, on 127.0.0.1 too. "
+    help="Offer redrive, seek, pause and resume (each with a confirmation); needs a token, on "
+    "127.0.0.1 too. "
     "Off: the dashboard only reads.",
 )
 @click.option(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 from rich.table import Table
 
@@ -26,9 +28,11 @@ from mysqlq.cli._common import (
     help="Each group's lag by message kind and priority (reads the backlog).",
 )
 def stats(dsn: str | None, topic: str | None, as_json: bool, by_kind: bool) -> None:
-    """Per topic and consumer group: partitions, lag, in flight, DLQ depth, live subscribers.
+    """Per topic and consumer group: partitions, lag, in flight, DLQ depth, messages cancelled
+    (mysqlq cancel), live subscribers.
 
-    Lag counts the messages published and not yet acked (or dead-lettered) by the group.
+    Lag counts the messages published and not yet acked (or dead-lettered, or cancelled) by the
+    group. Flow: paused (the group, or its whole topic), rate limit and concurrency cap.
     """
     if by_kind:
         _backlog(dsn, topic, as_json)
@@ -44,8 +48,9 @@ def stats(dsn: str | None, topic: str | None, as_json: bool, by_kind: bool) -> N
     table = Table(title="mysqlq")
     table.add_column("topic", overflow="fold")
     table.add_column("group", overflow="fold")
-    for col in ("partitions", "lag", "in flight", "DLQ", "subscribers"):
+    for col in ("partitions", "lag", "in flight", "DLQ", "cancelled", "subscribers"):
         table.add_column(col, justify="right")
+    table.add_column("flow", overflow="fold")
     for r in rows:
         table.add_row(
             markup(str(r["topic"])),
@@ -54,9 +59,27 @@ def stats(dsn: str | None, topic: str | None, as_json: bool, by_kind: bool) -> N
             f"{r['lag']:,}",
             f"{r['in_flight']:,}",
             f"{r['dlq_depth']:,}",
+            f"{r.get('cancelled', 0):,}",
             f"{r['live_subscribers']:,}",
+            flow_text(r),
         )
     console.print(table)
+
+
+def flow_text(r: dict) -> str:
+    """A group's flow control in a few words: paused (by itself or its topic), its rate limit
+    and burst, its concurrency cap; "-" when it has none."""
+    parts = []
+    if r.get("topic_paused"):
+        parts.append("paused (topic)")
+    if r.get("paused"):
+        parts.append("paused")
+    if r.get("rate") is not None:
+        burst = r.get("burst") or max(1, math.ceil(r["rate"]))
+        parts.append(f"{r['rate']:g}/s burst {burst:,}")
+    if r.get("concurrency") is not None:
+        parts.append(f"max {r['concurrency']:,} in flight")
+    return ", ".join(parts) or "-"
 
 
 def _backlog(dsn: str | None, topic: str | None, as_json: bool) -> None:

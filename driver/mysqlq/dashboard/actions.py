@@ -1,11 +1,13 @@
-"""The dashboard's only writes, through the driver's admin calls: redrive and seek.
+"""The dashboard's only writes, through the driver's admin calls: redrive, seek, pause, resume.
 
 They exist only when the dashboard was started with ``--allow-actions`` (and a token), and run
 on a :class:`mysqlq.Client` of their own (the read pool's sessions are read-only). The account
 of the DSN then needs what ``mysqlq grants --role operator`` gives: ``EXECUTE`` on exactly the
-procedures called here (``queue_redrive``, ``queue_redrive_one``, ``queue_seek``:
-``mysqlq.schema.grants.OPERATOR_PROCEDURES``) and ``queue_version``, and the reader's ``SELECT``
-on the queue's tables for the pages. No admin account, no DDL.
+procedures called here (``queue_redrive``, ``queue_redrive_one``, ``queue_seek``,
+``queue_pause``, ``queue_resume``, and ``queue_schedule_pause``, ``_resume``, ``_delete`` and
+``_run``: ``mysqlq.schema.grants.OPERATOR_PROCEDURES``) and
+``queue_version``, and the reader's ``SELECT`` on the queue's tables for the pages. No admin
+account, no DDL.
 
 ``queue_redrive(dlq_topic, n)`` sends the first ``n`` entries not yet redriven, in its own
 order (DLQ partition, then offset); ``queue_redrive_one`` sends exactly one entry. Neither sends
@@ -56,6 +58,29 @@ class Actions:
     def seek(self, topic: str, group: str, to: str) -> list[dict[str, Any]]:
         """Move the group to the start (the oldest message kept) or the end of the topic."""
         return self._get().seek(group, topic, 0 if to == "start" else None)
+
+    def pause(self, topic: str, group: str | None) -> dict[str, Any]:
+        """Pause the group on the topic, or (None) the topic for every group."""
+        return self._get().pause(topic, group)
+
+    def resume(self, topic: str, group: str | None) -> dict[str, Any]:
+        """Resume the group on the topic, or (None) the topic."""
+        return self._get().resume(topic, group)
+
+    # recurring messages (mysqlq.dashboard.schedules): the operator's four schedule procedures
+
+    def schedule_pause(self, name: str) -> Any:
+        return self._get().pause_schedule(name)
+
+    def schedule_resume(self, name: str) -> Any:
+        return self._get().resume_schedule(name)
+
+    def schedule_delete(self, name: str) -> bool:
+        return self._get().unschedule(name)
+
+    def schedule_run(self, name: str) -> str:
+        """Publish one message of the schedule now; returns its id."""
+        return self._get().run_schedule(name)
 
     def close(self) -> None:
         with self._lock:

@@ -17,6 +17,7 @@ the privilege 403, a database that cannot be reached or is not migrated 503, any
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import urllib.parse
@@ -37,11 +38,18 @@ from starlette.staticfiles import StaticFiles
 from mysqlq import __version__, errors
 from mysqlq.dashboard import views
 from mysqlq.dashboard.actions import Actions
+from mysqlq.dashboard.flow import flow_confirm, flow_submit
 from mysqlq.dashboard.gate import Gate, Problem, wants_json
 from mysqlq.dashboard.history import History, Sampler
 from mysqlq.dashboard.inputs import NAME, NUMBER, form_fields, int_param, name_param, safe_next
 from mysqlq.dashboard.pages import Pages, jsonable
 from mysqlq.dashboard.reader import Busy, Pool, Reader
+from mysqlq.dashboard.schedules import (
+    api_schedules,
+    schedule_confirm,
+    schedule_submit,
+    schedules_page,
+)
 from mysqlq.dashboard.security import CSRF_COOKIE, SESSION_COOKIE, Guard, Hosts
 from mysqlq.dashboard.settings import Settings
 
@@ -315,7 +323,7 @@ class Dashboard:
                 403,
                 "Actions are off",
                 "This dashboard is read-only. Start it with --allow-actions (and a token) to "
-                "redrive dead letters and seek groups.",
+                "redrive dead letters, seek, pause and resume groups.",
             )
         return self.actions
 
@@ -525,6 +533,12 @@ def create_app(settings: Settings) -> Starlette:
         Route("/actions/redrive", d.redrive, methods=["POST"]),
         Route("/actions/seek", d.seek_confirm, methods=["GET"]),
         Route("/actions/seek", d.seek, methods=["POST"]),
+        Route("/actions/flow", functools.partial(flow_confirm, d), methods=["GET"]),
+        Route("/actions/flow", functools.partial(flow_submit, d), methods=["POST"]),
+        Route("/schedules", functools.partial(schedules_page, d)),
+        Route("/api/schedules", functools.partial(api_schedules, d)),
+        Route("/actions/schedule", functools.partial(schedule_confirm, d), methods=["GET"]),
+        Route("/actions/schedule", functools.partial(schedule_submit, d), methods=["POST"]),
         Route("/login", d.login_form, methods=["GET"]),
         Route("/login", d.login, methods=["POST"]),
         Route("/logout", d.logout, methods=["POST"]),

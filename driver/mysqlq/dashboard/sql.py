@@ -19,7 +19,7 @@ NOW_MS = "SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS now_ms"
 # partition: a primary key lookup, no scan of the log)
 TOPICS = """
 SELECT t.topic, t.partitions AS slots, t.max_attempts, t.dlq_suffix, t.retention_ms,
-       t.created_at,
+       t.created_at, MAX(t.paused) AS paused,
        COUNT(f.partition_id) AS partition_count,
        COALESCE(SUM(f.last_offset), 0) AS published,
        COALESCE(SUM(CASE WHEN f.first_offset IS NULL THEN 0
@@ -37,16 +37,22 @@ GROUP BY t.topic, t.partitions, t.max_attempts, t.dlq_suffix, t.retention_ms, t.
 ORDER BY t.topic
 """
 
-# per subscription (topic, group): partitions, lag (`unacked`: published and not yet acked or
+# per subscription (topic, group): its flow control (paused, or its topic; rate limit as a
+# float, burst, concurrency cap), partitions, lag (`unacked`: published and not yet acked or
 # dead-lettered, as `mysqlq stats` counts it), the sum of the watermarks (its rise over time is
-# the group's throughput) and the cursor batches in flight. Argument: now.
+# the group's throughput) and the cursor batches in flight, and the messages cancelled for it
+# (queue_cancel; the watermark passes them too). Argument: now.
 GROUPS = """
 SELECT s.topic, s.group_name, s.dlq_topic, s.max_attempts, s.created_at,
+       MAX(s.paused) AS paused, MAX(s.rate_per_s) + 0E0 AS rate, MAX(s.burst) AS burst,
+       MAX(s.concurrency) AS concurrency,
+       (SELECT MAX(t.paused) FROM queue_topics t WHERE t.topic = s.topic) AS topic_paused,
        COUNT(p.partition_id) AS partition_count,
        COALESCE(SUM(p.last_offset - COALESCE(o.offset_acked, 0)), 0) AS unacked,
        COALESCE(SUM(o.offset_acked), 0) AS acked_total,
        COALESCE(SUM(CASE WHEN o.cursor_until > %s THEN o.cursor_pending ELSE 0 END), 0)
-         AS cursor_in_flight
+         AS cursor_in_flight,
+       COALESCE(SUM(o.cancelled), 0) AS cancelled
 FROM queue_subscriptions s
 LEFT JOIN queue_partitions p ON p.topic = s.topic
 LEFT JOIN queue_offsets o ON o.group_name = s.group_name AND o.partition_id = p.partition_id

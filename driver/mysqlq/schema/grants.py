@@ -12,8 +12,10 @@ included) and nothing that writes, for ``mysqlq dashboard`` without ``--allow-ac
 database, so it cannot read the application's own tables beside the queue's.
 
 The operator is the reader plus ``EXECUTE`` on exactly the procedures of the dashboard's actions
-(``OPERATOR_PROCEDURES``: redrive and seek), for ``mysqlq dashboard --allow-actions``: those
-procedures are the admin's too, and the operator has none of the admin's other privileges.
+(``OPERATOR_PROCEDURES``: redrive, seek, pause and resume, and a schedule's pause, resume, delete
+and run now), for ``mysqlq dashboard
+--allow-actions``: those procedures are the admin's too, and the operator has none of the admin's
+other privileges.
 
 The statements grant to plain accounts (``'user'@'host'``), not to roles. Roles exist on both
 servers but behave differently: MySQL needs ``SET DEFAULT ROLE`` (or
@@ -56,6 +58,8 @@ PUBLISHER_PROCEDURES = (
     "queue_publish_batch",
     "queue_intake_open",
     "queue_publish_intake",
+    # cancel a message not yet delivered: whoever may publish to the topic (queue_acl 'publish')
+    "queue_cancel",
 )
 CONSUMER_PROCEDURES = (
     "queue_subscribe",
@@ -82,6 +86,8 @@ CONSUMER_PROCEDURES = (
 ADMIN_PROCEDURES = (
     "queue_topic_configure",
     "queue_topic_archive",
+    # a topic's dedup window (ids kept past GC)
+    "queue_topic_dedup",
     "queue_archive_purge",
     "queue_unsubscribe",
     "queue_seek",
@@ -94,14 +100,34 @@ ADMIN_PROCEDURES = (
     # a group's settings are the admin's (queue_subscribe only creates or joins)
     "queue_group_configure",
     "queue_topic_dlq",
+    # flow control: pause and resume a group or a whole topic (the operator's too)
+    "queue_pause",
+    "queue_resume",
     # access rules: which topics and groups an account may use
     "queue_acl_grant",
     "queue_acl_revoke",
+    # recurring messages: create or replace, delete, pause, resume, run now (the dashboard's
+    # actions: the operator's too, except creating one)
+    "queue_schedule",
+    "queue_schedule_delete",
+    "queue_schedule_pause",
+    "queue_schedule_resume",
+    "queue_schedule_run",
 )
 SHARED_PROCEDURES = ("queue_version",)  # every account may ask the protocol version
 # the operator: `mysqlq dashboard --allow-actions` (mysqlq.dashboard.actions), exactly the admin
 # procedures its actions call, plus the reader's SELECT; not in the one-role-per-routine check
-OPERATOR_PROCEDURES = ("queue_redrive", "queue_redrive_one", "queue_seek")
+OPERATOR_PROCEDURES = (
+    "queue_redrive",
+    "queue_redrive_one",
+    "queue_seek",
+    "queue_pause",
+    "queue_resume",
+    "queue_schedule_delete",
+    "queue_schedule_pause",
+    "queue_schedule_resume",
+    "queue_schedule_run",
+)
 # what the reader may SELECT: every table of the protocol (docs/protocol.md), not the database
 READER_TABLES = (
     "queue_topics",
@@ -114,9 +140,13 @@ READER_TABLES = (
     "queue_subscriptions",
     "queue_maintenance_schedule",
     "queue_archive",
+    # the ids of dedup windows (no payloads)
+    "queue_dedup_ids",
     # the access rules and the admin's switches (no secret: user names, patterns, test_clock)
     "queue_acl",
     "queue_settings",
+    # recurring messages (payloads included, as in queue_messages)
+    "queue_schedules",
 )
 # the migration installs tables, routines and events and stamps its version table; `mysqlq stats`
 # and `mysqlq dlq` read the tables
