@@ -9,6 +9,30 @@ JSON_ARRAY(v_pid, v_lo, {{ hi }}, v_token, {{ attempt }}, {{ m.FETCH_KIND_CURSOR
 {% macro for_another_group() %}
 msg.target_group IS NOT NULL AND msg.target_group <> v_group
 {%- endmacro %}
+{#- The messages of the new cursor range v_lo .. v_hi that wait in rows (delayed, or a redriven copy
+    for another group), counted and listed as [offset, state, deliver_at]; skip_existing leaves out
+    offsets that already have a row (cancelled before the cursor reached them). -#}
+{% macro waiting_rows(skip_existing) %}
+SELECT
+                        COUNT(*),
+                        JSON_ARRAYAGG(JSON_ARRAY(
+                            msg.msg_offset,
+                            IF({{ for_another_group() }}, {{ m.STATE_ACKED }}, {{ m.STATE_WAITING }}),
+                            msg.deliver_at
+                        ))
+                    INTO v_rows, v_waiting
+                    FROM queue_messages AS msg
+                    WHERE
+                        msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
+                        AND (msg.deliver_at > v_now OR ({{ for_another_group() }})){% if skip_existing %}
+
+                        AND NOT EXISTS (
+                            SELECT 1 FROM queue_delivery_state AS s
+                            WHERE
+                                s.group_name = v_group AND s.partition_id = v_pid
+                                AND s.msg_offset = msg.msg_offset
+                        ){% endif %}
+{%- endmacro %}
 -- Delivers up to p_batch_size in-flight messages per partition the caller holds, in offset order,
 -- highest priority first: marks them delivered and returns them with attempt and token (G4, G6, G7).
 CREATE PROCEDURE queue_fetch(
@@ -273,27 +297,14 @@ BEGIN
                 END IF;
                 -- delayed messages wait in rows; a redriven copy for another group is done for us.
                 -- Found by a plain read: INSERT ... SELECT would lock-read the log and could wait
-                -- on a publisher holding the next offset.
-                SELECT
-                    COUNT(*),
-                    JSON_ARRAYAGG(JSON_ARRAY(
-                        msg.msg_offset,
-                        IF({{ for_another_group() }}, {{ m.STATE_ACKED }}, {{ m.STATE_WAITING }}),
-                        msg.deliver_at
-                    ))
-                INTO v_rows, v_waiting
-                FROM queue_messages AS msg
-                WHERE
-                    msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
-                    AND (msg.deliver_at > v_now OR ({{ for_another_group() }}))
-                    AND (
-                        v_x = 0 OR NOT EXISTS (
-                            SELECT 1 FROM queue_delivery_state AS s
-                            WHERE
-                                s.group_name = v_group AND s.partition_id = v_pid
-                                AND s.msg_offset = msg.msg_offset
-                        )
-                    );
+                -- on a publisher holding the next offset. The read that skips offsets with a row
+                -- runs only where the range has one: its subquery alone cost the common case ~15%
+                -- of fetch's time (the statement is optimized again at each call)
+                IF v_x = 0 THEN
+                    {{ waiting_rows(skip_existing=False) }};
+                ELSE
+                    {{ waiting_rows(skip_existing=True) }};
+                END IF;
                 IF v_rows > 0 THEN
                     INSERT INTO queue_delivery_state (
                         group_name, partition_id, msg_offset, state, invisible_until, attempts, token,

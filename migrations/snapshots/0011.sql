@@ -1411,26 +1411,39 @@ BEGIN
                         s.group_name = v_group AND s.partition_id = v_pid
                         AND s.msg_offset BETWEEN v_lo AND v_hi;
                 END IF;
-                SELECT
-                    COUNT(*),
-                    JSON_ARRAYAGG(JSON_ARRAY(
-                        msg.msg_offset,
-                        IF(msg.target_group IS NOT NULL AND msg.target_group <> v_group, 2, 0),
-                        msg.deliver_at
-                    ))
-                INTO v_rows, v_waiting
-                FROM queue_messages AS msg
-                WHERE
-                    msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
-                    AND (msg.deliver_at > v_now OR (msg.target_group IS NOT NULL AND msg.target_group <> v_group))
-                    AND (
-                        v_x = 0 OR NOT EXISTS (
+                IF v_x = 0 THEN
+                    SELECT
+                        COUNT(*),
+                        JSON_ARRAYAGG(JSON_ARRAY(
+                            msg.msg_offset,
+                            IF(msg.target_group IS NOT NULL AND msg.target_group <> v_group, 2, 0),
+                            msg.deliver_at
+                        ))
+                    INTO v_rows, v_waiting
+                    FROM queue_messages AS msg
+                    WHERE
+                        msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
+                        AND (msg.deliver_at > v_now OR (msg.target_group IS NOT NULL AND msg.target_group <> v_group));
+                ELSE
+                    SELECT
+                        COUNT(*),
+                        JSON_ARRAYAGG(JSON_ARRAY(
+                            msg.msg_offset,
+                            IF(msg.target_group IS NOT NULL AND msg.target_group <> v_group, 2, 0),
+                            msg.deliver_at
+                        ))
+                    INTO v_rows, v_waiting
+                    FROM queue_messages AS msg
+                    WHERE
+                        msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
+                        AND (msg.deliver_at > v_now OR (msg.target_group IS NOT NULL AND msg.target_group <> v_group))
+                        AND NOT EXISTS (
                             SELECT 1 FROM queue_delivery_state AS s
                             WHERE
                                 s.group_name = v_group AND s.partition_id = v_pid
                                 AND s.msg_offset = msg.msg_offset
-                        )
-                    );
+                        );
+                END IF;
                 IF v_rows > 0 THEN
                     INSERT INTO queue_delivery_state (
                         group_name, partition_id, msg_offset, state, invisible_until, attempts, token,

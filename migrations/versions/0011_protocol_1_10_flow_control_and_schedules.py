@@ -16,7 +16,7 @@ revision = "0011"
 down_revision = "0010"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "9200e63fc3bfdb4dc1811996a0b6b288b3731af7c717c54d5d279ba5497a1715"
+snapshot_sha256 = "d725561bd4f8c122874e8c6c30c42a0a155f6e5b81d2dad6156885b403170abb"
 
 
 def upgrade() -> None:
