@@ -149,9 +149,15 @@
 {% set TOPIC_MAX_ATTEMPTS = 5 %}
 {% set TOPIC_DLQ_SUFFIX = '_dlq' %}
 
-{#- Epoch milliseconds from the injected clock, or the server clock when the caller passes NULL. -#}
+{#- Epoch milliseconds from the injected clock (honoured only with the test clock: check_now), or
+    the server clock when the caller passes NULL. The server clock is the earlier of NOW(3) and
+    SYSDATE(3): any account may SET timestamp on its own session, which moves NOW() but not
+    SYSDATE(), so a session can make its own time earlier (a test publishes "in the past") and
+    never later. A later clock would let a consumer's tick run GC and archive purges before
+    retention, or expire other subscribers' heartbeats; an earlier one only delays its own
+    deadlines (fetch and maintenance see less as due). -#}
 {% macro now_ms(p_now) -%}
-COALESCE({{ p_now }}, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+COALESCE({{ p_now }}, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED))
 {%- endmacro %}
 
 {#- Type of a name parameter: wide enough that an over-long value reaches our own check. -#}

@@ -357,9 +357,10 @@ BEGIN
     END LOOP;
     CLOSE c_partitions;
     IF v_tokens IS NOT NULL THEN
-        -- each message started takes a token (a batch redelivered whole may leave a debt)
+        -- each message started takes a token (a batch redelivered whole may leave a debt); the
+        -- refill time never goes back (a session clock set earlier cannot buy a refill later)
         UPDATE queue_subscriptions
-        SET tokens = v_tokens - v_delivered, refilled_at = v_now
+        SET tokens = v_tokens - v_delivered, refilled_at = GREATEST(refilled_at, v_now)
         WHERE group_name = v_group AND topic = v_topic;
     END IF;
     COMMIT;

@@ -163,7 +163,7 @@ CREATE PROCEDURE queue__append(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_partitions INT DEFAULT NULL;
     DECLARE v_slot INT DEFAULT -1;
     DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT COALESCE(p_partition_key, '');
@@ -776,7 +776,7 @@ CREATE PROCEDURE queue__schedules_run(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_due BIGINT;
     DECLARE v_done INT DEFAULT 0;
     DECLARE v_prev_at BIGINT DEFAULT -1;
@@ -913,6 +913,474 @@ BEGIN
     END IF;
 END
 
+-- mysqlq:object procedure queue__settle_apply
+CREATE PROCEDURE queue__settle_apply(
+    IN p_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_deliveries LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_action TINYINT,
+    IN p_ms BIGINT,
+    IN p_error TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_now BIGINT,
+    IN p_locking TINYINT,
+    OUT p_settled INT,
+    OUT p_stale INT,
+    OUT p_dead INT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
+    DECLARE v_done INT DEFAULT 0;
+    DECLARE v_pid BIGINT;
+    DECLARE v_off BIGINT;
+    DECLARE v_tok BIGINT;
+    DECLARE v_known INT DEFAULT 0;
+    DECLARE v_wm BIGINT;
+    DECLARE v_cstart BIGINT;
+    DECLARE v_cpos BIGINT;
+    DECLARE v_ctok BIGINT;
+    DECLARE v_cattempt INT;
+    DECLARE v_cpending INT;
+    DECLARE v_max_attempts INT;
+    DECLARE v_has_row INT;
+    DECLARE v_state INT;
+    DECLARE v_rtok BIGINT;
+    DECLARE v_rattempts INT;
+    DECLARE v_attempts INT;
+    DECLARE v_settled INT DEFAULT 0;
+    DECLARE v_stale INT DEFAULT 0;
+    DECLARE v_dead INT DEFAULT 0;
+    DECLARE v_state_rows INT DEFAULT 0;
+    DECLARE v_n INT;
+    DECLARE v_distinct INT;
+    DECLARE v_min BIGINT;
+    DECLARE v_max BIGINT;
+    DECLARE v_mintok BIGINT;
+    DECLARE v_maxtok BIGINT;
+    DECLARE v_extend_cursor INT;
+    DECLARE c_partitions CURSOR FOR
+        SELECT
+            d.d_pid,
+            COUNT(*),
+            COUNT(DISTINCT d.d_off),
+            MIN(d.d_off),
+            MAX(d.d_off),
+            MIN(d.d_tok),
+            MAX(d.d_tok)
+        FROM
+            JSON_TABLE(p_deliveries, '$[*]' COLUMNS (
+                d_pid BIGINT PATH '$[0]',
+                d_off BIGINT PATH '$[1]',
+                d_tok BIGINT PATH '$[2]'
+            )) AS d
+        GROUP BY d.d_pid
+        ORDER BY d.d_pid;
+    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+
+    OPEN c_partitions;
+    partition_loop: LOOP
+        SET v_done = 0;
+        FETCH c_partitions INTO v_pid, v_n, v_distinct, v_min, v_max, v_mintok, v_maxtok;
+        IF v_done = 1 THEN
+            LEAVE partition_loop;
+        END IF;
+
+        SET v_known = 0;
+        SET v_extend_cursor = 0;
+        SELECT
+            1,
+            o.offset_acked,
+            o.cursor_start,
+            o.cursor_pos,
+            o.cursor_token,
+            o.cursor_attempt,
+            o.cursor_pending
+        INTO v_known, v_wm, v_cstart, v_cpos, v_ctok, v_cattempt, v_cpending
+        FROM queue_offsets AS o
+        WHERE o.group_name = p_group AND o.partition_id = v_pid
+        FOR UPDATE;
+        IF p_locking = 1 THEN
+            SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
+            WHERE s.group_name = p_group AND s.partition_id = v_pid
+            FOR UPDATE;
+        ELSE
+            SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
+            WHERE s.group_name = p_group AND s.partition_id = v_pid;
+        END IF;
+        SELECT MAX(s.max_attempts) INTO v_max_attempts
+        FROM queue_partitions AS p
+        INNER JOIN queue_subscriptions AS s ON p.topic = s.topic AND s.group_name = p_group
+        WHERE p.partition_id = v_pid;
+
+        IF
+            p_action = 1 AND v_known = 1 AND v_state_rows = 0 AND v_distinct = v_n
+            AND v_min = v_wm + 1 AND v_max = v_min + v_n - 1
+            AND v_min >= v_cstart AND v_max <= v_cpos AND v_mintok = v_ctok AND v_maxtok = v_ctok
+        THEN
+            SET v_wm = v_max;
+            SET v_cpending = v_cpending - v_n;
+            SET v_settled = v_settled + v_n;
+        ELSE
+            BEGIN
+                DECLARE v_mdone INT DEFAULT 0;
+                DECLARE c_messages CURSOR FOR
+                    SELECT
+                        d.d_off,
+                        d.d_tok
+                    FROM
+                        JSON_TABLE(p_deliveries, '$[*]' COLUMNS (
+                            d_pid BIGINT PATH '$[0]',
+                            d_off BIGINT PATH '$[1]',
+                            d_tok BIGINT PATH '$[2]'
+                        )) AS d
+                    WHERE d.d_pid = v_pid
+                    ORDER BY d.d_off;
+                DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_mdone = 1;
+                OPEN c_messages;
+                message_loop: LOOP
+                    SET v_mdone = 0;
+                    FETCH c_messages INTO v_off, v_tok;
+                    IF v_mdone = 1 THEN
+                        LEAVE message_loop;
+                    END IF;
+
+                    SET v_has_row = 0;
+                    IF v_known = 1 AND v_off > v_wm AND v_state_rows > 0 THEN
+                        SELECT
+                            1,
+                            s.state,
+                            s.token,
+                            s.attempts
+                        INTO v_has_row, v_state, v_rtok, v_rattempts
+                        FROM queue_delivery_state AS s
+                        WHERE s.group_name = p_group AND s.partition_id = v_pid AND s.msg_offset = v_off
+                        FOR UPDATE;
+                    END IF;
+
+                    IF v_known = 0 OR v_off <= v_wm THEN
+                        SET v_stale = v_stale + 1;
+                    ELSEIF v_has_row = 1 AND (v_state <> 1 OR v_rtok <> v_tok) THEN
+                        SET v_stale = v_stale + 1;
+                    ELSEIF v_has_row = 0 AND NOT (v_off BETWEEN v_cstart AND v_cpos AND v_tok = v_ctok) THEN
+                        SET v_stale = v_stale + 1;
+                    ELSEIF p_action = 3 AND v_has_row = 0 THEN
+                        SET v_extend_cursor = 1;
+                        SET v_settled = v_settled + 1;
+                    ELSE
+                        SET v_attempts = IF(v_has_row = 1, v_rattempts, v_cattempt);
+                        IF v_has_row = 0 THEN
+                            SET v_cpending = v_cpending - 1;
+                        END IF;
+                        IF p_action = 1 AND v_has_row = 0 AND v_off = v_wm + 1 THEN
+                            SET v_wm = v_wm + 1;
+                        ELSEIF p_action = 4 OR (p_action = 2 AND v_attempts >= COALESCE(v_max_attempts, 1)) THEN
+                            CALL queue__dead_letter_one(p_group, v_pid, v_off, v_attempts, p_error, v_now);
+                            SET v_dead = v_dead + 1;
+                            SET v_state_rows = v_state_rows + 1;
+                        ELSE
+                            INSERT INTO queue_delivery_state (
+                                group_name, partition_id, msg_offset, state, invisible_until, attempts, token,
+                                last_error, updated_at
+                            ) VALUES (
+                                p_group, v_pid, v_off,
+                                CASE p_action WHEN 1 THEN 2 WHEN 3 THEN 1 ELSE 0 END,
+                                IF(p_action = 1 OR p_action = 5 OR (p_action = 2 AND p_ms = 0), 0, v_now + p_ms),
+                                IF(p_action = 5, GREATEST(v_attempts - 1, 0), v_attempts),
+                                v_tok,
+                                IF(p_action = 2, p_error, NULL),
+                                v_now
+                            )
+                            ON DUPLICATE KEY UPDATE
+                                state = CASE p_action WHEN 1 THEN 2 WHEN 3 THEN 1 ELSE 0 END,
+                                invisible_until = IF(
+                                    p_action = 1 OR p_action = 5 OR (p_action = 2 AND p_ms = 0), 0, v_now + p_ms
+                                ),
+                                attempts = IF(p_action = 5, GREATEST(v_attempts - 1, 0), v_attempts),
+                                last_error = IF(p_action = 2, p_error, last_error),
+                                updated_at = v_now;
+                            SET v_state_rows = v_state_rows + 1;
+                        END IF;
+                        SET v_settled = v_settled + 1;
+                    END IF;
+                END LOOP;
+                CLOSE c_messages;
+            END;
+        END IF;
+
+        IF v_extend_cursor = 1 THEN
+            UPDATE queue_offsets SET cursor_until = v_now + p_ms, updated_at = v_now
+            WHERE group_name = p_group AND partition_id = v_pid;
+        END IF;
+        IF v_known = 1 THEN
+            CALL queue__advance_watermark(p_group, v_pid, v_wm, v_cpending, v_state_rows > 0, v_now);
+        END IF;
+    END LOOP;
+    CLOSE c_partitions;
+    SET p_settled = v_settled;
+    SET p_stale = v_stale;
+    SET p_dead = v_dead;
+END
+
+-- mysqlq:object procedure queue_acl_grant
+CREATE PROCEDURE queue_acl_grant(
+    IN p_user LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_operation LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_pattern LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
+
+    IF p_user IS NULL OR CHAR_LENGTH(p_user) NOT BETWEEN 1 AND 80 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ025 p_user must be an account user name of 1 to 80 characters';
+    END IF;
+    IF COALESCE(p_operation, '') NOT IN ('publish', 'consume', 'group') THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ025 p_operation must be publish, consume or group';
+    END IF;
+    IF (
+        p_pattern IS NULL OR CHAR_LENGTH(p_pattern) NOT BETWEEN 1 AND 192
+        OR p_pattern NOT REGEXP '^[A-Za-z0-9._:/-]*[*]?$'
+        OR p_pattern NOT LIKE '%*' AND CHAR_LENGTH(p_pattern) > 191
+    ) THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ025 p_pattern must be a topic or group name, or a prefix of one followed by *';
+    END IF;
+
+    INSERT IGNORE INTO queue_acl (user_name, operation, pattern, created_at)
+    VALUES (p_user, p_operation, p_pattern, v_now);
+
+    SELECT
+        a.user_name,
+        a.operation,
+        a.pattern,
+        a.created_at
+    FROM queue_acl AS a
+    WHERE a.user_name = p_user
+    ORDER BY a.operation, a.pattern;
+END
+
+-- mysqlq:object procedure queue_acquire_leases
+CREATE PROCEDURE queue_acquire_leases(
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_subscriber LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_lease_ms BIGINT,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
+    DECLARE v_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_subscriber VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_live INT;
+    DECLARE v_place INT;
+    DECLARE v_total INT;
+    DECLARE v_floor INT;
+    DECLARE v_extra INT;
+    DECLARE v_quota INT;
+    DECLARE v_held INT;
+    DECLARE v_x BIGINT;
+    DECLARE v_missing LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        ROLLBACK;
+        RESIGNAL;
+    END;
+
+    IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_subscriber must be 1 to 191 characters, not ending in a space';
+    END IF;
+    IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1 AND 31536000000 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_lease_ms must be set and between 1 and 31536000000 ms';
+    END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
+    IF p_now IS NOT NULL THEN
+        IF NOT EXISTS (
+            SELECT 1 FROM queue_settings AS s
+            WHERE s.setting = 'test_clock' AND s.value = 'on'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
+        END IF;
+    END IF;
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
+            AND LEFT(p_topic, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+        END IF;
+    END IF;
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+            AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
+    END IF;
+    SET v_group = p_group;
+    SET v_topic = p_topic;
+    SET v_subscriber = p_subscriber;
+
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
+    SET v_live = 0;
+    SELECT COUNT(*) INTO v_live FROM queue_subscriptions AS s
+    WHERE s.group_name = v_group AND s.topic = v_topic
+    FOR UPDATE;
+    IF v_live = 0 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ011 p_group is not subscribed to p_topic: call queue_subscribe first';
+    END IF;
+    INSERT INTO queue_subscriber_heartbeats (
+        group_name, topic, subscriber, started_at, heartbeat_at, expires_at
+    ) VALUES (v_group, v_topic, v_subscriber, v_now, v_now, v_now + p_lease_ms)
+    ON DUPLICATE KEY UPDATE heartbeat_at = v_now, expires_at = v_now + p_lease_ms;
+
+    SELECT JSON_ARRAYAGG(p.partition_id) INTO v_missing
+    FROM queue_partitions AS p
+    LEFT JOIN queue_partition_leases AS l ON l.group_name = v_group AND p.partition_id = l.partition_id
+    WHERE p.topic = v_topic AND l.partition_id IS NULL;
+    IF v_missing IS NOT NULL THEN
+        INSERT IGNORE INTO queue_partition_leases (group_name, partition_id, topic, lease_epoch, expires_at)
+        SELECT
+            v_group,
+            x.x_pid,
+            v_topic,
+            0,
+            0
+        FROM JSON_TABLE(v_missing, '$[*]' COLUMNS (x_pid BIGINT PATH '$')) AS x;
+    END IF;
+
+    UPDATE queue_partition_leases
+    SET renewed_at = v_now, expires_at = v_now + p_lease_ms
+    WHERE group_name = v_group AND topic = v_topic AND leased_by = v_subscriber;
+    SELECT COUNT(*) INTO v_held
+    FROM queue_partition_leases AS l
+    WHERE l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber;
+
+    SELECT COUNT(*) INTO v_total
+    FROM queue_partition_leases AS l
+    WHERE l.group_name = v_group AND l.topic = v_topic;
+    SELECT
+        COUNT(*),
+        MAX(IF(r.m_name = v_subscriber, r.m_place, NULL))
+    INTO v_live, v_place
+    FROM (
+        SELECT
+            mh.m_name,
+            mh.m_held,
+            ROW_NUMBER() OVER (ORDER BY mh.m_held DESC, mh.m_name) AS m_place
+        FROM (
+            SELECT
+                h.subscriber AS m_name,
+                COUNT(l.partition_id) AS m_held
+            FROM queue_subscriber_heartbeats AS h
+            LEFT JOIN queue_partition_leases AS l
+                ON h.group_name = l.group_name AND h.topic = l.topic AND h.subscriber = l.leased_by
+            WHERE h.group_name = v_group AND h.topic = v_topic AND h.expires_at > v_now
+            GROUP BY h.subscriber
+        ) AS mh
+    ) AS r;
+    SET v_floor = FLOOR(v_total / v_live);
+    SET v_extra = v_total MOD v_live;
+    SET v_quota = v_floor + IF(v_place <= v_extra, 1, 0);
+
+    WHILE v_held > v_quota DO
+        SELECT MAX(l.partition_id) INTO v_x
+        FROM queue_partition_leases AS l
+        WHERE l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber;
+        UPDATE queue_partition_leases
+        SET leased_by = NULL, lease_epoch = lease_epoch + 1, expires_at = 0, renewed_at = v_now
+        WHERE group_name = v_group AND partition_id = v_x;
+        SET v_held = v_held - 1;
+    END WHILE;
+
+    take_loop: WHILE v_held < v_quota DO
+        SET v_x = NULL;
+        SELECT MIN(l.partition_id) INTO v_x
+        FROM queue_partition_leases AS l
+        WHERE
+            l.group_name = v_group AND l.topic = v_topic
+            AND (
+                l.leased_by IS NULL
+                OR (
+                    l.expires_at <= v_now AND NOT EXISTS (
+                        SELECT 1 FROM queue_subscriber_heartbeats AS h
+                        WHERE
+                            h.group_name = v_group AND h.topic = v_topic AND h.subscriber = l.leased_by
+                            AND h.expires_at > v_now
+                    )
+                )
+            );
+        IF v_x IS NULL THEN
+            SELECT MIN(l.partition_id) INTO v_x
+            FROM queue_partition_leases AS l
+            INNER JOIN (
+        SELECT
+            mh.m_name,
+            mh.m_held,
+            ROW_NUMBER() OVER (ORDER BY mh.m_held DESC, mh.m_name) AS m_place
+        FROM (
+            SELECT
+                h.subscriber AS m_name,
+                COUNT(l.partition_id) AS m_held
+            FROM queue_subscriber_heartbeats AS h
+            LEFT JOIN queue_partition_leases AS l
+                ON h.group_name = l.group_name AND h.topic = l.topic AND h.subscriber = l.leased_by
+            WHERE h.group_name = v_group AND h.topic = v_topic AND h.expires_at > v_now
+            GROUP BY h.subscriber
+        ) AS mh
+    ) AS r ON l.leased_by = r.m_name
+            WHERE
+                l.group_name = v_group AND l.topic = v_topic AND l.expires_at <= v_now
+                AND r.m_held > v_floor + IF(r.m_place <= v_extra, 1, 0);
+        END IF;
+        IF v_x IS NULL THEN
+            LEAVE take_loop;
+        END IF;
+        UPDATE queue_partition_leases
+        SET
+            leased_by = v_subscriber, lease_epoch = lease_epoch + 1, leased_at = v_now,
+            renewed_at = v_now, expires_at = v_now + p_lease_ms
+        WHERE
+            group_name = v_group AND partition_id = v_x
+            AND (leased_by IS NULL OR expires_at <= v_now);
+        IF ROW_COUNT() = 0 THEN
+            LEAVE take_loop;
+        END IF;
+        SET v_held = v_held + 1;
+    END WHILE;
+    COMMIT;
+
+    SELECT
+        l.partition_id,
+        l.topic,
+        IF(p.slot < 0, p.partition_key, NULL) AS partition_key,
+        p.slot,
+        l.lease_epoch,
+        l.expires_at
+    FROM queue_partition_leases AS l
+    INNER JOIN queue_partitions AS p ON l.partition_id = p.partition_id
+    WHERE l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber
+    ORDER BY l.partition_id;
+END
+
 -- mysqlq:object procedure queue_cancel
 CREATE PROCEDURE queue_cancel(
     IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
@@ -923,7 +1391,7 @@ CREATE PROCEDURE queue_cancel(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
@@ -1098,6 +1566,216 @@ BEGIN
     SELECT v_cancelled AS cancelled;
 END
 
+-- mysqlq:object procedure queue_commit_offsets
+CREATE PROCEDURE queue_commit_offsets(
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_offsets LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
+    DECLARE v_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_done INT DEFAULT 0;
+    DECLARE v_pid BIGINT;
+    DECLARE v_off BIGINT;
+    DECLARE v_given INT DEFAULT 0;
+    DECLARE v_advanced INT DEFAULT 0;
+    DECLARE v_bad INT DEFAULT 0;
+    DECLARE c_offsets CURSOR FOR
+        SELECT
+            j.j_pid,
+            MAX(j.j_off)
+        FROM
+            JSON_TABLE(p_offsets, '$[*]' COLUMNS (
+                j_pid BIGINT PATH '$[0]',
+                j_off BIGINT PATH '$[1]'
+            )) AS j
+        GROUP BY j.j_pid
+        ORDER BY j.j_pid;
+    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        ROLLBACK;
+        RESIGNAL;
+    END;
+
+    IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_offsets IS NULL OR NOT JSON_VALID(p_offsets) OR JSON_TYPE(p_offsets) <> 'ARRAY' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ015 p_offsets must be a JSON array of [partition_id, offset]';
+    END IF;
+    IF JSON_LENGTH(p_offsets) > 100000 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ015 p_offsets must hold at most 100000 offsets';
+    END IF;
+    IF EXISTS (
+        SELECT 1
+        FROM JSON_TABLE(p_offsets, '$[*]' COLUMNS (j_elem JSON PATH '$')) AS j
+        WHERE
+            COALESCE(JSON_TYPE(j.j_elem), '') <> 'ARRAY' OR JSON_LENGTH(j.j_elem) <> 2
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(j.j_elem, '$[0]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR COALESCE(JSON_TYPE(JSON_EXTRACT(j.j_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+            OR JSON_EXTRACT(j.j_elem, '$[1]') < 0
+    ) THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ015 p_offsets must be a JSON array of [partition_id, offset]';
+    END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
+    IF p_now IS NOT NULL THEN
+        IF NOT EXISTS (
+            SELECT 1 FROM queue_settings AS s
+            WHERE s.setting = 'test_clock' AND s.value = 'on'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
+        END IF;
+    END IF;
+    SET v_group = p_group;
+    SET v_topic = p_topic;
+    IF NOT EXISTS (
+        SELECT 1 FROM queue_subscriptions AS s
+        WHERE s.group_name = v_group AND s.topic = v_topic
+    ) THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ011 p_group is not subscribed to p_topic: call queue_subscribe first';
+    END IF;
+    SELECT COUNT(*) INTO v_bad
+    FROM
+        JSON_TABLE(p_offsets, '$[*]' COLUMNS (
+            j_pid BIGINT PATH '$[0]',
+            j_off BIGINT PATH '$[1]'
+        )) AS j
+    LEFT JOIN queue_partitions AS p ON j.j_pid = p.partition_id AND p.topic = v_topic
+    WHERE p.partition_id IS NULL OR j.j_off > p.last_offset;
+    IF v_bad > 0 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ015 p_offsets must name partitions of p_topic, offsets <= last_offset';
+    END IF;
+    SELECT COUNT(*) INTO v_bad
+    FROM queue_partition_leases AS l
+    WHERE
+        l.group_name = v_group AND l.topic = v_topic
+        AND l.leased_by IS NOT NULL AND l.expires_at > v_now;
+    IF v_bad > 0 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ016 p_group has live subscriber leases on p_topic: it cannot also commit offsets';
+    END IF;
+
+    START TRANSACTION;
+    OPEN c_offsets;
+    offset_loop: LOOP
+        SET v_done = 0;
+        FETCH c_offsets INTO v_pid, v_off;
+        IF v_done = 1 THEN
+            LEAVE offset_loop;
+        END IF;
+        SET v_given = v_given + 1;
+        CALL queue__open_offsets(v_group, v_pid, v_now);
+        UPDATE queue_offsets
+        SET
+            cursor_pending = IF(cursor_pos <= v_off, 0, cursor_pending),
+            cursor_start = IF(cursor_pos <= v_off, v_off + 1, cursor_start),
+            cursor_pos = GREATEST(cursor_pos, v_off),
+            offset_acked = v_off,
+            updated_at = v_now
+        WHERE group_name = v_group AND partition_id = v_pid AND offset_acked < v_off;
+        IF ROW_COUNT() > 0 THEN
+            SET v_advanced = v_advanced + 1;
+            DELETE FROM queue_delivery_state
+            WHERE group_name = v_group AND partition_id = v_pid AND msg_offset <= v_off;
+        END IF;
+    END LOOP;
+    CLOSE c_offsets;
+    COMMIT;
+
+    SELECT
+        v_given AS partitions,
+        v_advanced AS advanced;
+END
+
+-- mysqlq:object procedure queue_deregister
+CREATE PROCEDURE queue_deregister(
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_subscriber LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
+    DECLARE v_released INT;
+    DECLARE v_lock INT;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        ROLLBACK;
+        RESIGNAL;
+    END;
+
+    IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_subscriber must be 1 to 191 characters, not ending in a space';
+    END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
+    IF p_now IS NOT NULL THEN
+        IF NOT EXISTS (
+            SELECT 1 FROM queue_settings AS s
+            WHERE s.setting = 'test_clock' AND s.value = 'on'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
+        END IF;
+    END IF;
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
+            AND LEFT(p_topic, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+        END IF;
+    END IF;
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+            AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
+    END IF;
+
+    START TRANSACTION;
+    SELECT COUNT(*) INTO v_lock FROM queue_subscriptions AS s
+    WHERE s.group_name = p_group AND s.topic = p_topic
+    FOR UPDATE;
+    UPDATE queue_partition_leases
+    SET leased_by = NULL, lease_epoch = lease_epoch + 1, expires_at = 0, renewed_at = v_now
+    WHERE group_name = p_group AND topic = p_topic AND leased_by = p_subscriber;
+    SET v_released = ROW_COUNT();
+    DELETE FROM queue_subscriber_heartbeats
+    WHERE group_name = p_group AND topic = p_topic AND subscriber = p_subscriber;
+    COMMIT;
+
+    SELECT v_released AS released;
+END
+
 -- mysqlq:object procedure queue_fetch
 CREATE PROCEDURE queue_fetch(
     IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
@@ -1111,7 +1789,7 @@ CREATE PROCEDURE queue_fetch(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_subscriber VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
@@ -1497,7 +2175,7 @@ BEGIN
     CLOSE c_partitions;
     IF v_tokens IS NOT NULL THEN
         UPDATE queue_subscriptions
-        SET tokens = v_tokens - v_delivered, refilled_at = v_now
+        SET tokens = v_tokens - v_delivered, refilled_at = GREATEST(refilled_at, v_now)
         WHERE group_name = v_group AND topic = v_topic;
     END IF;
     COMMIT;
@@ -1624,14 +2302,14 @@ BEGIN
     SET v_group = p_group;
     SET v_topic = p_topic;
     SET v_subscriber = p_subscriber;
-    SET v_deadline = COALESCE(NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)) + p_wait_ms;
+    SET v_deadline = COALESCE(NULL, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED)) + p_wait_ms;
     SELECT COALESCE(MAX(s.paused OR s.topic_paused OR s.rate_per_s IS NOT NULL OR s.concurrency IS NOT NULL), 0)
     INTO v_flow
     FROM queue_subscriptions AS s
     WHERE s.group_name = v_group AND s.topic = v_topic;
 
     wait_loop: LOOP
-        SET v_now = COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+        SET v_now = COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
         SET v_ready = NULL;
         IF v_flow = 1 THEN
             CALL queue__flow_allowance(v_group, v_topic, v_now, 0, v_allowance, v_tokens, v_full);
@@ -1660,7 +2338,7 @@ BEGIN
             ORDER BY l.partition_id
             LIMIT 1;
         END IF;
-        IF v_ready IS NOT NULL OR v_slept = 1 OR COALESCE(NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)) >= v_deadline THEN
+        IF v_ready IS NOT NULL OR v_slept = 1 OR COALESCE(NULL, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED)) >= v_deadline THEN
             LEAVE wait_loop;
         END IF;
         SELECT SLEEP(0.01) INTO v_slept;
@@ -1677,7 +2355,7 @@ CREATE PROCEDURE queue_gc(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_done INT DEFAULT 0;
     DECLARE v_pid BIGINT;
     DECLARE v_safe BIGINT;
@@ -1822,7 +2500,7 @@ CREATE PROCEDURE queue_group_configure(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_default_dlq TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_max_attempts INT;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -1922,6 +2600,74 @@ BEGIN
     WHERE s.group_name = p_group AND s.topic = p_topic;
 END
 
+-- mysqlq:object procedure queue_heartbeat
+CREATE PROCEDURE queue_heartbeat(
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_subscriber LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_lease_ms BIGINT,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
+
+    IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_subscriber must be 1 to 191 characters, not ending in a space';
+    END IF;
+    IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1 AND 31536000000 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_lease_ms must be set and between 1 and 31536000000 ms';
+    END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
+    IF p_now IS NOT NULL THEN
+        IF NOT EXISTS (
+            SELECT 1 FROM queue_settings AS s
+            WHERE s.setting = 'test_clock' AND s.value = 'on'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
+        END IF;
+    END IF;
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
+            AND LEFT(p_topic, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+        END IF;
+    END IF;
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+            AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
+    END IF;
+
+    INSERT INTO queue_subscriber_heartbeats (
+        group_name, topic, subscriber, started_at, heartbeat_at, expires_at
+    ) VALUES (p_group, p_topic, p_subscriber, v_now, v_now, v_now + p_lease_ms)
+    ON DUPLICATE KEY UPDATE heartbeat_at = v_now, expires_at = v_now + p_lease_ms;
+
+    SELECT COUNT(*) AS live_subscribers FROM queue_subscriber_heartbeats AS h
+    WHERE h.group_name = p_group AND h.topic = p_topic AND h.expires_at > v_now;
+END
+
 -- mysqlq:object procedure queue_maintenance
 CREATE PROCEDURE queue_maintenance(
     IN p_now BIGINT
@@ -1929,7 +2675,7 @@ CREATE PROCEDURE queue_maintenance(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
     END IF;
@@ -1957,7 +2703,7 @@ CREATE PROCEDURE queue_maintenance_tick(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_ran INT DEFAULT 0;
     DECLARE v_next BIGINT;
     DECLARE v_exists INT;
@@ -2024,7 +2770,7 @@ CREATE PROCEDURE queue_pause(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_flag TINYINT DEFAULT 0;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
@@ -2093,7 +2839,7 @@ CREATE PROCEDURE queue_publish(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_offset BIGINT DEFAULT NULL;
     DECLARE v_duplicate TINYINT DEFAULT 0;
     DECLARE v_pid BIGINT DEFAULT NULL;
@@ -2239,7 +2985,7 @@ CREATE PROCEDURE queue_publish_batch(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_batch CHAR(36) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT CAST(UUID() AS CHAR);
     DECLARE v_partitions INT;
@@ -2912,7 +3658,7 @@ CREATE PROCEDURE queue_publish_hinted(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_offset BIGINT DEFAULT NULL;
     DECLARE v_duplicate TINYINT DEFAULT 0;
     DECLARE v_pid BIGINT DEFAULT NULL;
@@ -3080,7 +3826,7 @@ CREATE PROCEDURE queue_publish_intake(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_partitions INT;
     DECLARE v_rows INT DEFAULT 0;
@@ -3498,7 +4244,7 @@ CREATE PROCEDURE queue_publish_message(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_offset BIGINT DEFAULT NULL;
     DECLARE v_duplicate TINYINT DEFAULT 0;
     DECLARE v_pid BIGINT DEFAULT NULL;
@@ -3645,6 +4391,248 @@ BEGIN
         v_id AS id;
 END
 
+-- mysqlq:object procedure queue_redrive
+CREATE PROCEDURE queue_redrive(
+    IN p_dlq_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_limit BIGINT,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
+    DECLARE v_dlq VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_pid BIGINT;
+    DECLARE v_wm BIGINT;
+    DECLARE v_last BIGINT;
+    DECLARE v_off BIGINT;
+    DECLARE v_redriven INT DEFAULT 0;
+    DECLARE v_marked INT;
+    DECLARE v_done INT DEFAULT 0;
+    DECLARE v_sent TINYINT;
+    DECLARE c_partitions CURSOR FOR
+        SELECT p.partition_id FROM queue_partitions AS p
+        WHERE p.topic = v_dlq
+        ORDER BY p.partition_id;
+    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        ROLLBACK;
+        RESIGNAL;
+    END;
+
+    IF p_dlq_topic IS NULL OR CHAR_LENGTH(p_dlq_topic) NOT BETWEEN 1 AND 191
+        OR p_dlq_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_dlq_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ004 p_limit must be between 1 and 100000';
+    END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
+    IF p_now IS NOT NULL THEN
+        IF NOT EXISTS (
+            SELECT 1 FROM queue_settings AS s
+            WHERE s.setting = 'test_clock' AND s.value = 'on'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
+        END IF;
+    END IF;
+    SET v_dlq = p_dlq_topic;
+
+    START TRANSACTION;
+    OPEN c_partitions;
+    partition_loop: LOOP
+        SET v_done = 0;
+        FETCH c_partitions INTO v_pid;
+        IF v_done = 1 OR v_redriven >= p_limit THEN
+            LEAVE partition_loop;
+        END IF;
+        CALL queue__open_offsets('#redrive', v_pid, v_now);
+        SELECT o.offset_acked INTO v_wm FROM queue_offsets AS o
+        WHERE o.group_name = '#redrive' AND o.partition_id = v_pid FOR UPDATE;
+        SELECT MAX(p.last_offset) INTO v_last FROM queue_partitions AS p
+        WHERE p.partition_id = v_pid;
+        SET v_off = v_wm;
+        SELECT COUNT(*) INTO v_marked FROM queue_delivery_state AS s
+        WHERE s.group_name = '#redrive' AND s.partition_id = v_pid;
+        redrive_loop: WHILE v_off < v_last AND v_redriven < p_limit DO
+            SET v_off = v_off + 1;
+            IF v_marked > 0 AND EXISTS (
+                SELECT 1 FROM queue_delivery_state AS s
+                WHERE
+                    s.group_name = '#redrive' AND s.partition_id = v_pid
+                    AND s.msg_offset = v_off
+            ) THEN
+                ITERATE redrive_loop;
+            END IF;
+            CALL queue__redrive_entry(v_pid, v_off, v_now, v_sent);
+            SET v_redriven = v_redriven + v_sent;
+        END WHILE redrive_loop;
+        UPDATE queue_offsets
+        SET offset_acked = v_off, cursor_pos = v_off, cursor_start = v_off + 1, updated_at = v_now
+        WHERE group_name = '#redrive' AND partition_id = v_pid;
+        IF v_marked > 0 THEN
+            CALL queue__advance_watermark('#redrive', v_pid, v_off, NULL, 1, v_now);
+        END IF;
+    END LOOP;
+    CLOSE c_partitions;
+    COMMIT;
+
+    SELECT v_redriven AS redriven;
+END
+
+-- mysqlq:object procedure queue_redrive_one
+CREATE PROCEDURE queue_redrive_one(
+    IN p_dlq_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_partition_id BIGINT,
+    IN p_offset BIGINT,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
+    DECLARE v_wm BIGINT;
+    DECLARE v_done_before INT;
+    DECLARE v_found INT;
+    DECLARE v_sent TINYINT;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        ROLLBACK;
+        RESIGNAL;
+    END;
+
+    IF p_dlq_topic IS NULL OR CHAR_LENGTH(p_dlq_topic) NOT BETWEEN 1 AND 191
+        OR p_dlq_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_dlq_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_partition_id IS NULL OR p_partition_id < 1 OR p_offset IS NULL OR p_offset < 1 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ015 p_partition_id and p_offset must name a DLQ entry (both >= 1)';
+    END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
+    IF p_now IS NOT NULL THEN
+        IF NOT EXISTS (
+            SELECT 1 FROM queue_settings AS s
+            WHERE s.setting = 'test_clock' AND s.value = 'on'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
+        END IF;
+    END IF;
+
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
+    SELECT COUNT(*) INTO v_found FROM queue_messages AS msg
+    WHERE
+        msg.partition_id = p_partition_id AND msg.msg_offset = p_offset AND msg.topic = p_dlq_topic
+        AND msg.origin_topic IS NOT NULL;
+    IF v_found = 0 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ020 p_partition_id and p_offset name no DLQ entry of p_dlq_topic';
+    END IF;
+
+    CALL queue__open_offsets('#redrive', p_partition_id, v_now);
+    SELECT o.offset_acked INTO v_wm FROM queue_offsets AS o
+    WHERE o.group_name = '#redrive' AND o.partition_id = p_partition_id
+    FOR UPDATE;
+    SELECT COUNT(*) INTO v_done_before FROM queue_delivery_state AS s
+    WHERE
+        s.group_name = '#redrive' AND s.partition_id = p_partition_id
+        AND s.msg_offset = p_offset;
+    IF p_offset <= v_wm OR v_done_before > 0 THEN
+        COMMIT;
+        SELECT 0 AS redriven;
+    ELSE
+        CALL queue__redrive_entry(p_partition_id, p_offset, v_now, v_sent);
+        INSERT INTO queue_delivery_state (
+            group_name, partition_id, msg_offset, state, invisible_until, attempts, token,
+            last_error, updated_at
+        ) VALUES (
+            '#redrive', p_partition_id, p_offset, 2, 0, 0, 0, NULL, v_now
+        );
+        CALL queue__advance_watermark('#redrive', p_partition_id, v_wm, NULL, 1, v_now);
+        COMMIT;
+        SELECT 1 AS redriven;
+    END IF;
+END
+
+-- mysqlq:object procedure queue_release_leases
+CREATE PROCEDURE queue_release_leases(
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_subscriber LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
+    DECLARE v_released INT;
+    DECLARE v_lock INT;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        ROLLBACK;
+        RESIGNAL;
+    END;
+
+    IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_subscriber must be 1 to 191 characters, not ending in a space';
+    END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
+    IF p_now IS NOT NULL THEN
+        IF NOT EXISTS (
+            SELECT 1 FROM queue_settings AS s
+            WHERE s.setting = 'test_clock' AND s.value = 'on'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
+        END IF;
+    END IF;
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
+            AND LEFT(p_topic, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+        END IF;
+    END IF;
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+            AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
+    END IF;
+
+    START TRANSACTION;
+    SELECT COUNT(*) INTO v_lock FROM queue_subscriptions AS s
+    WHERE s.group_name = p_group AND s.topic = p_topic
+    FOR UPDATE;
+    UPDATE queue_partition_leases
+    SET leased_by = NULL, lease_epoch = lease_epoch + 1, expires_at = 0, renewed_at = v_now
+    WHERE group_name = p_group AND topic = p_topic AND leased_by = p_subscriber;
+    SET v_released = ROW_COUNT();
+    COMMIT;
+
+    SELECT v_released AS released;
+END
+
 -- mysqlq:object procedure queue_resume
 CREATE PROCEDURE queue_resume(
     IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
@@ -3725,7 +4713,7 @@ CREATE PROCEDURE queue_schedule(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_every BIGINT DEFAULT NULL;
     DECLARE v_cron VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT NULL;
     DECLARE v_minutes BIGINT UNSIGNED DEFAULT NULL;
@@ -3916,7 +4904,7 @@ CREATE PROCEDURE queue_schedule_pause(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_found INT;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
@@ -3980,7 +4968,7 @@ CREATE PROCEDURE queue_schedule_resume(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_paused TINYINT;
     DECLARE v_every BIGINT;
     DECLARE v_minutes BIGINT UNSIGNED;
@@ -4075,7 +5063,7 @@ CREATE PROCEDURE queue_schedule_run(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_payload LONGBLOB;
@@ -4151,6 +5139,124 @@ BEGIN
         v_id AS id;
 END
 
+-- mysqlq:object procedure queue_seek
+CREATE PROCEDURE queue_seek(
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_partition_key LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_offset BIGINT,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
+    DECLARE v_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_pid BIGINT;
+    DECLARE v_target BIGINT;
+    DECLARE v_done INT DEFAULT 0;
+    DECLARE c_partitions CURSOR FOR
+        SELECT p.partition_id FROM queue_partitions AS p
+        WHERE p.topic = v_topic AND (v_key IS NULL OR (p.partition_key = v_key AND p.slot = -1))
+        ORDER BY p.partition_id;
+    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        ROLLBACK;
+        RESIGNAL;
+    END;
+
+    IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_partition_key IS NOT NULL AND (CHAR_LENGTH(p_partition_key) NOT BETWEEN 1 AND 191 OR p_partition_key LIKE '% ') THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_partition_key must be NULL or 1 to 191 characters, not ending in a space';
+    END IF;
+    IF p_offset IS NOT NULL AND p_offset < 0 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ015 p_offset must be NULL (end) or an offset >= 0';
+    END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
+    IF p_now IS NOT NULL THEN
+        IF NOT EXISTS (
+            SELECT 1 FROM queue_settings AS s
+            WHERE s.setting = 'test_clock' AND s.value = 'on'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
+        END IF;
+    END IF;
+    SET v_group = p_group;
+    SET v_topic = p_topic;
+    SET v_key = p_partition_key;
+    IF NOT EXISTS (
+        SELECT 1 FROM queue_subscriptions AS s
+        WHERE s.group_name = v_group AND s.topic = v_topic
+    ) THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ011 p_group is not subscribed to p_topic: call queue_subscribe first';
+    END IF;
+
+    START TRANSACTION;
+    OPEN c_partitions;
+    partition_loop: LOOP
+        SET v_done = 0;
+        FETCH c_partitions INTO v_pid;
+        IF v_done = 1 THEN
+            LEAVE partition_loop;
+        END IF;
+        CALL queue__open_offsets(v_group, v_pid, v_now);
+        SELECT o.offset_acked INTO v_target FROM queue_offsets AS o
+        WHERE o.group_name = v_group AND o.partition_id = v_pid FOR UPDATE;
+        SELECT
+            LEAST(
+                GREATEST(
+                    COALESCE(p_offset - 1, p.last_offset),
+                    COALESCE(
+                        (
+                            SELECT MIN(msg.msg_offset) FROM queue_messages AS msg
+                            WHERE msg.partition_id = v_pid
+                        ),
+                        p.last_offset + 1
+                    ) - 1
+                ),
+                p.last_offset
+            )
+        INTO v_target
+        FROM queue_partitions AS p
+        WHERE p.partition_id = v_pid;
+        DELETE FROM queue_delivery_state
+        WHERE group_name = v_group AND partition_id = v_pid;
+        UPDATE queue_offsets
+        SET
+            offset_acked = v_target, cursor_pos = v_target, cursor_start = v_target + 1,
+            cursor_pending = 0, cursor_until = 0, cursor_attempt = 0,
+            delivery_seq = delivery_seq + 1, cursor_token = -1, updated_at = v_now
+        WHERE group_name = v_group AND partition_id = v_pid;
+    END LOOP;
+    CLOSE c_partitions;
+    COMMIT;
+
+    SELECT
+        o.partition_id,
+        IF(p.slot < 0, p.partition_key, NULL) AS partition_key,
+        p.slot,
+        o.offset_acked,
+        p.last_offset
+    FROM queue_offsets AS o
+    INNER JOIN queue_partitions AS p ON o.partition_id = p.partition_id
+    WHERE
+        o.group_name = v_group AND p.topic = v_topic
+        AND (v_key IS NULL OR (p.partition_key = v_key AND p.slot = -1))
+    ORDER BY o.partition_id;
+END
+
 -- mysqlq:object procedure queue_subscribe
 CREATE PROCEDURE queue_subscribe(
     IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
@@ -4164,7 +5270,7 @@ CREATE PROCEDURE queue_subscribe(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_dlq TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_max_attempts INT;
     DECLARE v_known INT;
@@ -4324,6 +5430,107 @@ BEGIN
     WHERE s.group_name = p_group AND s.topic = p_topic;
 END
 
+-- mysqlq:object procedure queue_topic_archive
+CREATE PROCEDURE queue_topic_archive(
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_archive BIGINT,
+    IN p_retention_ms BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
+
+    IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_archive NOT IN (0, 1) THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ004 p_archive must be NULL, 0 or 1';
+    END IF;
+    IF p_retention_ms NOT BETWEEN 0 AND 31536000000 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_retention_ms must be between 0 and 31536000000 ms';
+    END IF;
+
+    INSERT INTO queue_topics (topic, archive, archive_retention_ms, created_at)
+    VALUES (
+        p_topic, COALESCE(p_archive, DEFAULT(archive)),
+        COALESCE(p_retention_ms, DEFAULT(archive_retention_ms)), v_now
+    )
+    ON DUPLICATE KEY UPDATE
+        archive = COALESCE(p_archive, archive),
+        archive_retention_ms = COALESCE(p_retention_ms, archive_retention_ms);
+
+    SELECT
+        t.topic,
+        t.partitions,
+        t.max_attempts,
+        t.dlq_suffix,
+        t.retention_ms,
+        t.created_at,
+        t.archive,
+        t.archive_retention_ms
+    FROM queue_topics AS t
+    WHERE t.topic = p_topic;
+END
+
+-- mysqlq:object procedure queue_topic_configure
+CREATE PROCEDURE queue_topic_configure(
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_partitions BIGINT,
+    IN p_max_attempts BIGINT,
+    IN p_dlq_suffix LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_retention_ms BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
+
+    IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_partitions IS NOT NULL AND p_partitions NOT BETWEEN 1 AND 4096 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ014 p_partitions must be NULL or between 1 and 4096';
+    END IF;
+    IF p_max_attempts IS NOT NULL AND p_max_attempts NOT BETWEEN 1 AND 1000 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ012 p_max_attempts must be NULL or between 1 and 1000';
+    END IF;
+    IF p_dlq_suffix IS NOT NULL AND (
+        CHAR_LENGTH(p_dlq_suffix) NOT BETWEEN 1 AND 64
+        OR p_dlq_suffix REGEXP '[^A-Za-z0-9._:/-]'
+    ) THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ013 p_dlq_suffix must be NULL or 1 to 64 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_retention_ms NOT BETWEEN 0 AND 31536000000 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_retention_ms must be between 0 and 31536000000 ms';
+    END IF;
+
+    INSERT INTO queue_topics (topic, partitions, max_attempts, dlq_suffix, retention_ms, created_at)
+    VALUES (
+        p_topic, COALESCE(p_partitions, DEFAULT(partitions)), COALESCE(p_max_attempts, DEFAULT(max_attempts)),
+        COALESCE(p_dlq_suffix, DEFAULT(dlq_suffix)), COALESCE(p_retention_ms, DEFAULT(retention_ms)), v_now
+    )
+    ON DUPLICATE KEY UPDATE
+        partitions = COALESCE(p_partitions, partitions),
+        max_attempts = COALESCE(p_max_attempts, max_attempts),
+        dlq_suffix = COALESCE(p_dlq_suffix, dlq_suffix),
+        retention_ms = COALESCE(p_retention_ms, retention_ms);
+
+    SELECT
+        t.topic,
+        t.partitions,
+        t.max_attempts,
+        t.dlq_suffix,
+        t.retention_ms,
+        t.created_at,
+        t.archive,
+        t.archive_retention_ms
+    FROM queue_topics AS t
+    WHERE t.topic = p_topic;
+END
+
 -- mysqlq:object procedure queue_topic_dedup
 CREATE PROCEDURE queue_topic_dedup(
     IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
@@ -4332,7 +5539,7 @@ CREATE PROCEDURE queue_topic_dedup(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
     DECLARE v_window BIGINT DEFAULT NULL;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
@@ -4368,6 +5575,34 @@ BEGIN
         t.archive,
         t.archive_retention_ms,
         t.dedup_window_ms
+    FROM queue_topics AS t
+    WHERE t.topic = p_topic;
+END
+
+-- mysqlq:object procedure queue_topic_dlq
+CREATE PROCEDURE queue_topic_dlq(
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_dlq BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_now BIGINT DEFAULT COALESCE(NULL, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
+
+    IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_dlq IS NULL OR p_dlq NOT IN (0, 1) THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ013 p_dlq must be 0 or 1';
+    END IF;
+
+    INSERT INTO queue_topics (topic, created_at, dlq) VALUES (p_topic, v_now, p_dlq)
+    ON DUPLICATE KEY UPDATE dlq = p_dlq;
+
+    SELECT
+        t.topic,
+        t.dlq
     FROM queue_topics AS t
     WHERE t.topic = p_topic;
 END

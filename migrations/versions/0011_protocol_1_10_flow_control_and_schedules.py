@@ -16,7 +16,7 @@ revision = "0011"
 down_revision = "0010"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "d725561bd4f8c122874e8c6c30c42a0a155f6e5b81d2dad6156885b403170abb"
+snapshot_sha256 = "008b91aff67cf4e3eb0ac0142aa2344d1401d1a6d13a7d9a6d1f43e3f7e0d4d3"
 
 
 def upgrade() -> None:

@@ -4,8 +4,9 @@ the copy; after the window the id is new again, for a window longer than retenti
 one; topics without a window keep G1 as it was; GC purges expired ids; concurrent publishers of one
 id store it once.
 
-Publish takes the server's clock, which a test moves with ``SET timestamp`` on its own session
-(the time NOW() answers there); GC takes the test clock (p_now).
+Publish takes the server's clock, which a session may set earlier, never later, with
+``SET timestamp`` (the routines take the earlier of NOW() and SYSDATE()): each test runs its publish
+clock from a month ago; GC takes the test clock (p_now).
 """
 
 from __future__ import annotations
@@ -67,8 +68,9 @@ def gc_everything(conn, topic: str, now: int) -> int:
 
 @pytest.fixture
 def t0(conn):
-    """A fixed publish clock for the test (restored after it)."""
-    now = server_now(conn)
+    """A fixed publish clock for the test, a month ago (restored after it): tests move it forward
+    by hours at most, and a session's clock only counts while it is earlier than the server's."""
+    now = server_now(conn) - 30 * 24 * HOUR_MS
     at(conn, now)
     yield now
     at(conn, None)

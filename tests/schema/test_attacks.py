@@ -260,6 +260,47 @@ def test_a_hostile_tick_neither_deletes_nor_stops_maintenance(world: World) -> N
     assert theirs(world) == before
 
 
+@pytest.mark.parametrize("role", ["consumer", "publisher"])
+def test_a_session_clock_set_later_changes_nothing(world: World, role: str) -> None:
+    """Any account may ``SET timestamp`` on its own session, which moves NOW(). A consumer whose
+    session says it is a year later ticks maintenance, heartbeats, takes leases and fetches; a
+    publisher publishes: the payments team's acked message, inside its hour of retention, stays,
+    no heartbeat or lease of theirs looks expired, and what the attacker's calls wrote carries
+    the server's time, not the session's."""
+    before = theirs(world)
+    _run(world.root, [f"UPDATE `{world.database}`.queue_maintenance_schedule SET next_run_at = 0"])
+    with connected(world.dsn[role]) as conn:
+        _run(conn, [f"SET timestamp = UNIX_TIMESTAMP() + {YEAR_MS // 1000}"])
+        if role == "consumer":
+            (claim, *_) = call(conn, "queue_maintenance_tick", "attacker", 1000, None)
+            assert claim["ran"] == 1
+            assert claim["next_run_at"] < FAR_FUTURE
+            call(conn, *_attacker_subscription())
+            call(conn, "queue_heartbeat", "attackers", "orders", "attacker", 30_000, None)
+            call(conn, "queue_acquire_leases", "attackers", "orders", "attacker", 30_000, None)
+            call(conn, "queue_fetch", "attackers", "orders", "attacker", 10, 30_000, 100, None)
+            written = (
+                f"SELECT MAX(heartbeat_at) FROM `{world.database}`.queue_subscriber_heartbeats "
+                "WHERE subscriber = 'attacker'"
+            )
+        else:
+            call(conn, "queue_publish", "orders", "k", "late-1", b"x", None, 0)
+            written = (
+                f"SELECT MAX(published_at) FROM `{world.database}`.queue_messages "
+                "WHERE message_id = 'late-1'"
+            )
+    ((stamp, now),) = _rows(
+        world.root, f"SELECT ({written}), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"
+    )
+    assert stamp is not None and stamp <= now, (stamp, now)
+    assert theirs(world) == before
+
+
+def _attacker_subscription() -> tuple:
+    """queue_subscribe's arguments for a group of the attacker's own on the open topic."""
+    return ("queue_subscribe", "attackers", "orders", "attacker", None, None, 30_000, None)
+
+
 # --------------------------------------------------------------------------- other groups
 
 
