@@ -1,0 +1,144 @@
+"""The hot procedures' cost at two schema versions, measured call by call in turns.
+
+One client, two throwaway databases on one server: one with the schema of a frozen revision
+(``--base``, folded from migrations/snapshots), one with the working tree's ``sql/`` and
+``procedures/``. Every step runs in both, alternately (which goes first swaps each time), so a
+machine whose speed drifts from minute to minute (a shared 2-core VM) slows both alike and the
+ratio stays honest where separate benchmark runs differ by ±30 %.
+
+  * publish: ``--publishes`` single keyed ``queue_publish`` CALLs over 64 keys, autocommit;
+  * consume: a backlog of ``--messages`` on 64 keys, drained by one consumer with ``queue_fetch``
+    (batch 10, up to 100 messages) and ``queue_ack`` of what came.
+
+Prints each version's figures and the ratios tree / base (1.00: the same cost; above: slower).
+Server and client time together, as a client sees them; the client work is the same in both.
+
+Usage: python scripts/ab_procedures.py --base 0010 [--dsn mysql://root@127.0.0.1:3306]
+       [--publishes 3000] [--messages 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from mysqlq import connection
+from mysqlq.schema.render import read_schema
+from mysqlq.schema.snapshot import schema_at
+from mysqlq_dev import harness, localserver
+
+ROOT = Path(__file__).resolve().parents[1]
+KEYS = 64
+VISIBILITY_MS = 30_000
+
+
+def call(conn: Any, sql: str, args: tuple) -> list[tuple]:
+    cur = conn.cursor()
+    try:
+        cur.execute(sql, args)
+        rows = list(cur.fetchall())
+        while cur.nextset():
+            pass
+        return rows
+    finally:
+        cur.close()
+
+
+def turns(step: int) -> tuple[str, str]:
+    return ("base", "tree") if step % 2 else ("tree", "base")
+
+
+def publish(conns: dict[str, Any], count: int) -> dict[str, list[float]]:
+    took: dict[str, list[float]] = {name: [] for name in conns}
+    for i in range(count):
+        for name in turns(i):
+            started = time.perf_counter()
+            call(
+                conns[name],
+                "CALL queue_publish(%s, %s, %s, %s, %s, %s)",
+                ("ab.publish", f"k{i % KEYS}", f"id-{i}", b"x" * 100, None, 0),
+            )
+            took[name].append(time.perf_counter() - started)
+    return took
+
+
+def consume(conns: dict[str, Any], count: int) -> dict[str, tuple[float, float, int]]:
+    for conn in conns.values():
+        call(conn, "CALL queue_subscribe(%s, %s, %s, %s, %s, %s, NULL)",
+             ("g", "ab.consume", "s1", 3, None, VISIBILITY_MS))  # fmt: skip
+        for first in range(0, count, 1000):
+            batch = [
+                {"key": f"k{i % KEYS}", "payload": "x" * 100} for i in range(first, first + 1000)
+            ]
+            call(conn, "CALL queue_publish_batch(%s, %s)", ("ab.consume", json.dumps(batch)))
+        for proc in ("queue_heartbeat", "queue_acquire_leases"):
+            call(conn, f"CALL {proc}(%s, %s, %s, %s, NULL)", ("g", "ab.consume", "s1", 30_000))
+    fetch = dict.fromkeys(conns, 0.0)
+    ack = dict.fromkeys(conns, 0.0)
+    got = dict.fromkeys(conns, 0)
+    step = 0
+    while min(got.values()) < count:
+        step += 1
+        for name in turns(step):
+            if got[name] >= count:
+                continue
+            started = time.perf_counter()
+            rows = call(conns[name], "CALL queue_fetch(%s, %s, %s, %s, %s, %s, NULL)",
+                        ("g", "ab.consume", "s1", 10, VISIBILITY_MS, 100))  # fmt: skip
+            fetched = time.perf_counter()
+            if not rows:
+                raise SystemExit(f"{name}: fetch returned nothing after {got[name]} messages")
+            deliveries = json.dumps([[r[0], r[1], r[2]] for r in rows])
+            call(conns[name], "CALL queue_ack(%s, %s, NULL)", ("g", deliveries))
+            fetch[name] += fetched - started
+            ack[name] += time.perf_counter() - fetched
+            got[name] += len(rows)
+    return {name: (fetch[name], ack[name], got[name]) for name in conns}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--base", required=True, help="the frozen revision to compare with, e.g. 0010"
+    )
+    parser.add_argument("--dsn", help="server URL (default: the local server the tests use)")
+    parser.add_argument("--publishes", type=int, default=3000)
+    parser.add_argument("--messages", type=int, default=10_000)
+    args = parser.parse_args(argv)
+    schemas = {"base": schema_at(args.base, ROOT / "migrations"), "tree": read_schema(ROOT)}
+    with contextlib.ExitStack() as cleanup:
+        found = None if args.dsn else localserver.find_or_start()
+        if found is not None and found.started:
+            cleanup.callback(found.stop)
+        server = connection.with_database(args.dsn or found.dsn, None)
+        conns = {}
+        for name, objects in schemas.items():
+            db = cleanup.enter_context(
+                harness.throwaway_database(server, objects=objects, prefix=f"mysqlq_ab_{name}_")
+            )
+            conns[name] = db.connect()
+        took = publish(conns, args.publishes)
+        drained = consume(conns, args.messages)
+    print(f"base: revision {args.base}; tree: {ROOT.name}'s sql/ and procedures/")
+    for name in ("base", "tree"):
+        fetch, ack, got = drained[name]
+        print(
+            f"{name:>4}: publish median {statistics.median(took[name]) * 1e6:7.0f} us per CALL; "
+            f"fetch {fetch / got * 1e6:6.1f} us/msg, ack {ack / got * 1e6:6.1f} us/msg"
+        )
+    ratio = {
+        "publish (median)": statistics.median(took["tree"]) / statistics.median(took["base"]),
+        "fetch": drained["tree"][0] / drained["base"][0],
+        "ack": drained["tree"][1] / drained["base"][1],
+    }
+    print("tree / base: " + ", ".join(f"{k} {v:.3f}" for k, v in ratio.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
