@@ -100,6 +100,7 @@ class Admin(ScheduleAdmin):
         *,
         rate: float | None = None,
         burst: int | None = None,
+        rate_per_key: float | None = None,
         concurrency: int | None = None,
         max_attempts: int | None = None,
         dlq_topic: str | None = None,
@@ -111,7 +112,12 @@ class Admin(ScheduleAdmin):
         Flow control, across all the group's subscribers: ``rate`` messages per second started
         (deliveries and redeliveries), with a bucket of ``burst`` (default ``ceil(rate)``);
         ``concurrency`` messages in flight at most. ``0`` removes a limit (``burst=0``: back to
-        the default). Out of range: MQ029."""
+        the default). Out of range: MQ029. ``rate_per_key`` (a limit per partition key) is
+        part of the interface but not built yet: anything but None is refused, nothing sent."""
+        if rate_per_key is not None:
+            raise InvalidArgument(
+                "rate_per_key: per-key rate limits are not supported yet (use rate for the group)"
+            )
         args = (group, topic, max_attempts, dlq_topic, *flow_args(rate, burst, concurrency))
         row = self._call(_sql.GROUP_CONFIGURE, args)[0]
         return {**row, "rate_per_s": _rate(row.get("rate_per_s"))}

@@ -157,6 +157,9 @@ def test_client_refuses_hostile_limits_and_changes_nothing(h: Harness) -> None:
             h.client.configure_group(name, TOPIC, rate=1)
     with pytest.raises(errors.InvalidArgument, match="MQ011"):
         h.client.resume(TOPIC, "nobody")
+    # a per-key limit is in the interface but not built: refused before anything is sent
+    with pytest.raises(errors.InvalidArgument, match="rate_per_key"):
+        h.client.configure_group("g1", TOPIC, rate=5, rate_per_key=1)
     assert h.sql("SELECT * FROM queue_subscriptions") == before
     # the row configure_group returns, and 0 removing each limit
     row = h.client.configure_group("g1", TOPIC, rate=0.25, burst=0, concurrency=0)
