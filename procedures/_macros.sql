@@ -115,6 +115,7 @@
 {% set E_COUNT = 'MQ004' %}
 {% set E_NOW = 'MQ005' %}
 {% set E_DELIVERIES = 'MQ006' %}
+{% set DELIVERIES_FORM = ' must be a JSON array of [partition_id, offset, token] or [partition_id, first, last, token]' %}
 {% set E_PAYLOAD = 'MQ007' %}
 {% set E_METADATA = 'MQ008' %}
 {% set E_MESSAGES = 'MQ009' %}
@@ -374,27 +375,67 @@ IF {{ dlq }} = {{ topic }} THEN
 {%- endmacro %}
 
 {#- A deliveries list for the settle procedures: a JSON array of [partition_id, offset, token]. -#}
+{#- The elements of a settle call's deliveries as rows (alias d), after check_deliveries: an
+    element [partition_id, offset, token] is the run of one offset; [partition_id, first, last,
+    token] a run of several (d_run 1). -#}
+{% macro deliveries_table(param) -%}
+(
+                SELECT
+                    e.e_pid AS d_pid,
+                    e.e_first AS d_first,
+                    IF(e.e_fourth IS NULL, e.e_first, e.e_third) AS d_last,
+                    COALESCE(e.e_fourth, e.e_third) AS d_tok,
+                    e.e_fourth IS NOT NULL AS d_run
+                FROM JSON_TABLE({{ param }}, '$[*]' COLUMNS (
+                    e_pid BIGINT PATH '$[0]',
+                    e_first BIGINT PATH '$[1]',
+                    e_third BIGINT PATH '$[2]',
+                    e_fourth BIGINT PATH '$[3]'
+                )) AS e
+            ) AS d
+{%- endmacro %}
+
 {% macro check_deliveries(param='p_deliveries') -%}
 BEGIN
+        DECLARE v_bad_deliveries INT;
+        DECLARE v_delivery_count DECIMAL(30, 0);
         -- (MySQL's JSON functions fail with 3157 on a document nested over 100 levels: not a
-        -- list of triples either)
+        -- list of deliveries either)
         DECLARE EXIT HANDLER FOR 3157
-            {{ fail(E_DELIVERIES, param ~ ' must be a JSON array of [partition_id, offset, token]') }};
+            {{ fail(E_DELIVERIES, param ~ DELIVERIES_FORM) }};
         IF {{ param }} IS NULL OR NOT JSON_VALID({{ param }}) OR JSON_TYPE({{ param }}) <> 'ARRAY' THEN
-            {{ fail(E_DELIVERIES, param ~ ' must be a JSON array of [partition_id, offset, token]') }};
+            {{ fail(E_DELIVERIES, param ~ DELIVERIES_FORM) }};
         END IF;
         IF JSON_LENGTH({{ param }}) > 100000 THEN
             {{ fail(E_DELIVERIES, param ~ ' must hold at most 100000 deliveries') }};
         END IF;
-        IF EXISTS (
-            SELECT 1
-            FROM JSON_TABLE({{ param }}, '$[*]' COLUMNS (d_elem JSON PATH '$')) AS d
-            WHERE COALESCE(JSON_TYPE(d.d_elem), '') <> 'ARRAY' OR JSON_LENGTH(d.d_elem) <> 3
+        -- each element: [partition_id, offset, token], or a run of offsets [partition_id, first,
+        -- last, token] with first <= last, which counts as last - first + 1 deliveries
+        SELECT
+            MAX(
+                COALESCE(JSON_TYPE(d.d_elem), '') <> 'ARRAY' OR JSON_LENGTH(d.d_elem) NOT IN (3, 4)
                 OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[0]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
                 OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[1]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
                 OR COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[2]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
-        ) THEN
-            {{ fail(E_DELIVERIES, param ~ ' must be a JSON array of [partition_id, offset, token]') }};
+                OR (
+                    JSON_LENGTH(d.d_elem) = 4 AND (
+                        COALESCE(JSON_TYPE(JSON_EXTRACT(d.d_elem, '$[3]')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+                        OR d.d_first > d.d_last
+                    )
+                )
+            ),
+            SUM(IF(JSON_LENGTH(d.d_elem) = 4, d.d_last - d.d_first + 1, 1))
+        INTO v_bad_deliveries, v_delivery_count
+        FROM JSON_TABLE({{ param }}, '$[*]' COLUMNS (
+            d_elem JSON PATH '$',
+            d_first DECIMAL(21, 0) PATH '$[1]' NULL ON ERROR,
+            d_last DECIMAL(21, 0) PATH '$[2]' NULL ON ERROR
+        )) AS d;
+        IF v_bad_deliveries = 1 THEN
+            {{ fail(E_DELIVERIES, param ~ DELIVERIES_FORM) }};
+        END IF;
+        IF v_delivery_count > 100000 THEN
+            {{ fail(E_DELIVERIES, param ~ ' must hold at most 100000 deliveries') }};
         END IF;
     END
 {%- endmacro %}

@@ -70,24 +70,30 @@ BEGIN
     DECLARE v_max BIGINT;
     DECLARE v_mintok BIGINT;
     DECLARE v_maxtok BIGINT;
+    -- the longest run of offsets one element names (message-by-message path)
+    DECLARE v_span BIGINT;
     -- 1: an extend reached a message of the current cursor batch, whose visibility is the batch's
     DECLARE v_extend_cursor INT;
-    -- the deliveries by partition: an ack of a whole in-order run settles in one step
+    -- the deliveries by partition: an ack of a whole in-order run settles in one step. An element
+    -- is [partition_id, offset, token] or a run [partition_id, first, last, token]; the count of
+    -- distinct offsets is only worked out where it is cheap (one element, or single offsets
+    -- only), else -1, which sends the partition down the message-by-message path
     DECLARE c_partitions CURSOR FOR
         SELECT
             d.d_pid,
-            COUNT(*),
-            COUNT(DISTINCT d.d_off),
-            MIN(d.d_off),
-            MAX(d.d_off),
+            SUM(d.d_last - d.d_first + 1),
+            IF(
+                COUNT(*) = 1 OR (SUM(d.d_run) = 0 AND COUNT(DISTINCT d.d_first) = COUNT(*)),
+                SUM(d.d_last - d.d_first + 1),
+                -1
+            ),
+            MIN(d.d_first),
+            MAX(d.d_last),
             MIN(d.d_tok),
-            MAX(d.d_tok)
+            MAX(d.d_tok),
+            MAX(d.d_last - d.d_first + 1)
         FROM
-            JSON_TABLE(p_deliveries, '$[*]' COLUMNS (
-                d_pid BIGINT PATH '$[0]',
-                d_off BIGINT PATH '$[1]',
-                d_tok BIGINT PATH '$[2]'
-            )) AS d
+            {{ m.deliveries_table('p_deliveries') }}
         GROUP BY d.d_pid
         ORDER BY d.d_pid;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
@@ -97,7 +103,7 @@ BEGIN
     OPEN c_partitions;
     partition_loop: LOOP
         SET v_done = 0;
-        FETCH c_partitions INTO v_pid, v_n, v_distinct, v_min, v_max, v_mintok, v_maxtok;
+        FETCH c_partitions INTO v_pid, v_n, v_distinct, v_min, v_max, v_mintok, v_maxtok, v_span;
         IF v_done = 1 THEN
             LEAVE partition_loop;
         END IF;
@@ -124,10 +130,13 @@ BEGIN
             SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
             WHERE s.group_name = p_group AND s.partition_id = v_pid;
         END IF;
-        SELECT MAX(s.max_attempts) INTO v_max_attempts
-        FROM queue_partitions AS p
-        INNER JOIN queue_subscriptions AS s ON p.topic = s.topic AND s.group_name = p_group
-        WHERE p.partition_id = v_pid;
+        IF p_action = {{ m.ACTION_NACK }} THEN
+            -- (only a nack at the last attempt reads it)
+            SELECT MAX(s.max_attempts) INTO v_max_attempts
+            FROM queue_partitions AS p
+            INNER JOIN queue_subscriptions AS s ON p.topic = s.topic AND s.group_name = p_group
+            WHERE p.partition_id = v_pid;
+        END IF;
 
         IF
             p_action = {{ m.ACTION_ACK }} AND v_known = 1 AND v_state_rows = 0 AND v_distinct = v_n
@@ -144,16 +153,15 @@ BEGIN
                 DECLARE v_mdone INT DEFAULT 0;
                 DECLARE c_messages CURSOR FOR
                     SELECT
-                        d.d_off,
+                        d.d_first + seq.seq_n - 1 AS d_off,
                         d.d_tok
                     FROM
-                        JSON_TABLE(p_deliveries, '$[*]' COLUMNS (
-                            d_pid BIGINT PATH '$[0]',
-                            d_off BIGINT PATH '$[1]',
-                            d_tok BIGINT PATH '$[2]'
-                        )) AS d
+                        {{ m.deliveries_table('p_deliveries') }}
+                    INNER JOIN JSON_TABLE(
+                        CONCAT('[', REPEAT('0,', v_span - 1), '0]'), '$[*]' COLUMNS (seq_n FOR ORDINALITY)
+                    ) AS seq ON seq.seq_n <= d.d_last - d.d_first + 1
                     WHERE d.d_pid = v_pid
-                    ORDER BY d.d_off;
+                    ORDER BY d_off;
                 DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_mdone = 1;
                 OPEN c_messages;
                 message_loop: LOOP
@@ -238,8 +246,19 @@ BEGIN
             UPDATE queue_offsets SET cursor_until = v_now + p_ms, updated_at = v_now
             WHERE group_name = p_group AND partition_id = v_pid;
         END IF;
-        IF v_known = 1 THEN
-            CALL queue__advance_watermark(p_group, v_pid, v_wm, v_cpending, v_state_rows > 0, v_now);
+        IF v_known = 1 AND v_state_rows = 0 THEN
+            -- no rows to pass over or delete: queue__advance_watermark's one write, inline
+            UPDATE queue_offsets
+            SET
+                offset_acked = GREATEST(offset_acked, v_wm),
+                cursor_pos = GREATEST(cursor_pos, v_wm),
+                cursor_pending = v_cpending,
+                updated_at = v_now
+            WHERE
+                group_name = p_group AND partition_id = v_pid
+                AND (offset_acked < v_wm OR cursor_pending <> v_cpending);
+        ELSEIF v_known = 1 THEN
+            CALL queue__advance_watermark(p_group, v_pid, v_wm, v_cpending, 1, v_now);
         END IF;
     END LOOP;
     CLOSE c_partitions;

@@ -1,4 +1,7 @@
 {% import '_macros.sql' as m %}
+{#- How long an expired last attempt whose DLQ partition an open transaction holds stays in flight
+    before a fetch tries to dead-letter it again (fetch never waits on that transaction). -#}
+{% set DLQ_RETRY_MS = 100 %}
 {#- A delivered entry for the cursor range v_lo .. hi of the partition (see FETCH_KIND_* in
     _macros.sql): [partition_id, first, last, token, attempt, kind, visit]; visit numbers the
     partitions in the order they were served. -#}
@@ -81,6 +84,8 @@ BEGIN
     -- delivery-state rows of the group on the current partition (0: the steps that read them
     -- are skipped: the common case, where every ack was in order)
     DECLARE v_state_rows INT;
+    -- 0: a dead letter left for later, its DLQ partition locked by an open transaction
+    DECLARE v_dead TINYINT;
     -- the partitions served so far
     DECLARE v_visit INT DEFAULT 0;
     -- flow control: the group or its topic is paused or the group has a limit; it has a rate
@@ -95,7 +100,8 @@ BEGIN
     DECLARE c_partitions CURSOR FOR
         SELECT
             l.partition_id,
-            o.partition_id IS NOT NULL AS has_offsets
+            o.partition_id IS NOT NULL AS has_offsets,
+            p.last_offset
         {{ m.held_partitions_with_work(head=True) }}
         ORDER BY {{ m.fetch_rank() }} DESC, {{ m.fetch_waited_since() }}, l.partition_id;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
@@ -140,7 +146,7 @@ BEGIN
     OPEN c_partitions;
     partition_loop: LOOP
         SET v_done = 0;
-        FETCH c_partitions INTO v_pid, v_has_offsets;
+        FETCH c_partitions INTO v_pid, v_has_offsets, v_last;
         IF v_done = 1 OR v_delivered >= v_max THEN
             LEAVE partition_loop;
         END IF;
@@ -194,9 +200,20 @@ BEGIN
             IF v_x IS NULL THEN
                 LEAVE expired_loop;
             END IF;
-            CALL queue__dead_letter_one(
-                v_group, v_pid, v_x, v_max_attempts, 'visibility timeout expired', v_now
+            CALL queue__dead_letter_try(
+                v_group, v_pid, v_x, v_max_attempts, 'visibility timeout expired', v_now, 1, v_dead
             );
+            IF v_dead = 0 THEN
+                -- its DLQ partition is held by an open transaction: this row and the later expired
+                -- last attempts stay in flight DLQ_RETRY_MS more (in the window, never redelivered)
+                UPDATE queue_delivery_state
+                SET invisible_until = v_now + {{ DLQ_RETRY_MS }}, updated_at = v_now
+                WHERE
+                    group_name = v_group AND partition_id = v_pid AND msg_offset >= v_x
+                    AND state = {{ m.STATE_IN_FLIGHT }} AND invisible_until <= v_now AND attempts >= v_max_attempts;
+                SET v_cap = v_cap - ROW_COUNT();
+                LEAVE expired_loop;
+            END IF;
             SET v_dirty = 1;
         END LOOP;
 
@@ -210,19 +227,26 @@ BEGIN
             SET v_cpending = GREATEST(v_cpos - v_lo + 1, 0) - v_x;
             IF v_cpending > 0 AND v_cattempt >= v_max_attempts THEN
                 SET v_x = v_lo;
-                WHILE v_x <= v_cpos DO
+                expired_batch: WHILE v_x <= v_cpos DO
                     IF NOT EXISTS (
                         SELECT 1 FROM queue_delivery_state AS s
                         WHERE s.group_name = v_group AND s.partition_id = v_pid AND s.msg_offset = v_x
                     ) THEN
-                        CALL queue__dead_letter_one(
-                            v_group, v_pid, v_x, v_cattempt, 'visibility timeout expired', v_now
+                        CALL queue__dead_letter_try(
+                            v_group, v_pid, v_x, v_cattempt, 'visibility timeout expired', v_now, 1, v_dead
                         );
+                        IF v_dead = 0 THEN
+                            -- its DLQ partition is held by an open transaction: the rest of the
+                            -- batch stays in flight DLQ_RETRY_MS more (in the window, never redelivered)
+                            SET v_cuntil = v_now + {{ DLQ_RETRY_MS }};
+                            SET v_cap = v_cap - v_cpending;
+                            LEAVE expired_batch;
+                        END IF;
+                        SET v_cpending = v_cpending - 1;
+                        SET v_dirty = 1;
                     END IF;
                     SET v_x = v_x + 1;
                 END WHILE;
-                SET v_cpending = 0;
-                SET v_dirty = 1;
             ELSEIF v_cpending > 0 AND v_cap > 0 AND (v_limited = 0 OR v_cpending <= v_cap OR v_full = 1) THEN
                 -- (a limited group redelivers a batch whole only within its allowance; one larger
                 -- than its limits, after they were lowered, once its whole allowance is free)
@@ -278,10 +302,9 @@ BEGIN
 
         -- 4. new messages past the cursor, once the previous cursor batch is settled
         IF v_cap > 0 AND v_cpending = 0 THEN
-            -- a plain read: it never waits on a publisher holding the sequence row, and every
-            -- offset up to what it sees is committed (G3)
-            SELECT MAX(p.last_offset) INTO v_last FROM queue_partitions AS p
-            WHERE p.partition_id = v_pid;
+            -- v_last: the partition's last offset as the cursor over held partitions read it, a
+            -- plain read that never waits on a publisher holding the sequence row; every offset
+            -- up to it is committed (G3)
             IF v_last > v_cpos THEN
                 SET v_lo = v_cpos + 1;
                 SET v_hi = LEAST(v_cpos + v_cap, v_last);
@@ -300,9 +323,13 @@ BEGIN
                 -- on a publisher holding the next offset. The read that skips offsets with a row
                 -- runs only where the range has one: its subquery alone cost the common case ~15%
                 -- of fetch's time (the statement is optimized again at each call)
-                IF v_x = 0 THEN
+                SELECT COUNT(*) INTO v_rows FROM queue_messages AS msg
+                WHERE
+                    msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
+                    AND (msg.deliver_at > v_now OR ({{ for_another_group() }}));
+                IF v_rows > 0 AND v_x = 0 THEN
                     {{ waiting_rows(skip_existing=False) }};
-                ELSE
+                ELSEIF v_rows > 0 THEN
                     {{ waiting_rows(skip_existing=True) }};
                 END IF;
                 IF v_rows > 0 THEN
@@ -367,9 +394,11 @@ BEGIN
 
     -- one read of everything delivered, by primary key: cursor ranges expanded offset by offset
     -- (FETCH_KIND_CURSOR: messages without a delivery-state row) and redelivered rows
-    -- (FETCH_KIND_ROW), partition by partition in the order they were served. The join order is
-    -- forced: left to the optimizer, it read the log by partition alone (every message of the
-    -- partition) before matching the offsets
+    -- (FETCH_KIND_ROW), partition by partition in the order they were served. The offsets are
+    -- listed and sorted first, on their own: sorting the joined rows put the payloads in a
+    -- temporary table (on disk in MariaDB, at every call). The join order is forced: left to the
+    -- optimizer, it read the log by partition alone (every message of the partition) before
+    -- matching the offsets
     SELECT STRAIGHT_JOIN
         msg.partition_id,
         msg.msg_offset AS `offset`,
@@ -394,24 +423,37 @@ BEGIN
         msg.content_type,
         msg.priority
     FROM
-        JSON_TABLE(v_out, '$[*]' COLUMNS (
-            d_pid BIGINT PATH '$[0]',
-            d_lo BIGINT PATH '$[1]',
-            d_hi BIGINT PATH '$[2]',
-            d_token BIGINT PATH '$[3]',
-            d_attempt INT PATH '$[4]',
-            d_kind INT PATH '$[5]',
-            d_visit INT PATH '$[6]'
-        )) AS d
-    INNER JOIN JSON_TABLE(
-        CONCAT('[', REPEAT('0,', v_span - 1), '0]'), '$[*]' COLUMNS (seq_n FOR ORDINALITY)
-    ) AS seq ON seq.seq_n <= d.d_hi - d.d_lo + 1
+        (
+            SELECT
+                e.d_pid,
+                e.d_lo + seq.seq_n - 1 AS d_offset,
+                e.d_token,
+                e.d_attempt,
+                e.d_kind,
+                e.d_visit
+            FROM
+                JSON_TABLE(v_out, '$[*]' COLUMNS (
+                    d_pid BIGINT PATH '$[0]',
+                    d_lo BIGINT PATH '$[1]',
+                    d_hi BIGINT PATH '$[2]',
+                    d_token BIGINT PATH '$[3]',
+                    d_attempt INT PATH '$[4]',
+                    d_kind INT PATH '$[5]',
+                    d_visit INT PATH '$[6]'
+                )) AS e
+            INNER JOIN JSON_TABLE(
+                CONCAT('[', REPEAT('0,', v_span - 1), '0]'), '$[*]' COLUMNS (seq_n FOR ORDINALITY)
+            ) AS seq ON seq.seq_n <= e.d_hi - e.d_lo + 1
+            -- (a LIMIT keeps the derived table from being merged into the join: materialized,
+            -- it is the first table, sorted alone, with no temporary table holding payloads)
+            LIMIT 1000000000  -- noqa: AM09
+        ) AS d
     INNER JOIN queue_messages AS msg
-        ON d.d_pid = msg.partition_id AND msg.msg_offset = d.d_lo + seq.seq_n - 1
+        ON d.d_pid = msg.partition_id AND d.d_offset = msg.msg_offset
     LEFT JOIN queue_delivery_state AS s
         ON s.group_name = v_group AND msg.partition_id = s.partition_id AND msg.msg_offset = s.msg_offset
     WHERE
         (d.d_kind = {{ m.FETCH_KIND_CURSOR }} AND s.msg_offset IS NULL)
         OR (d.d_kind = {{ m.FETCH_KIND_ROW }} AND s.token = d.d_token AND s.state = {{ m.STATE_IN_FLIGHT }})
-    ORDER BY d.d_visit, msg.msg_offset;
+    ORDER BY d.d_visit, d.d_offset;
 END

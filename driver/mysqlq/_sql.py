@@ -10,7 +10,7 @@ are passed to mysqlclient as %s placeholders (the intake's rows are escaped by t
 from __future__ import annotations
 
 # protocol version the driver speaks; the database's queue_version must match
-PROTOCOL_VERSION = "1.10"
+PROTOCOL_VERSION = "1.11"
 
 # a procedure, not a function: creating a stored function needs SUPER where binary logging is on
 # (MySQL's default and every managed MySQL's); protocol 1.1 and older had a function

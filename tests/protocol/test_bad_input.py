@@ -168,7 +168,13 @@ DELIVERY_VALUES = [
     ("numeric_string_field", '[[1, "2", 3]]', ()),
     ("fractional_offset", "[[1, 1.5, 3]]", ()),
     ("bool_token", "[[1, 2, true]]", ()),
-    ("four_fields", "[[1, 2, 3, 4]]", ()),
+    ("five_fields", "[[1, 2, 3, 4, 5]]", ()),
+    # a run [partition_id, first, last, token]: first after last, a run past 100000 messages
+    ("run_backwards", "[[1, 3, 2, 4]]", ()),
+    ("run_too_long", "[[1, 0, 100000, 4]]", ()),
+    ("runs_too_many", json.dumps([[1, 1, 50_000, 1], [2, 1, 50_001, 1]]), ()),
+    ("run_fractional_token", "[[1, 2, 3, 4.5]]", ()),
+    ("run_string_last", '[[1, 2, "3", 4]]', ()),
     # MySQL's JSON functions fail (3157) past 100 levels: still MQ006
     ("nested_101", "[" * 101 + "]" * 101, ()),
 ]
