@@ -110,8 +110,25 @@ def error_text(error: str | None) -> str | None:
 
 
 def deliveries_json(messages: Any) -> str:
-    """The JSON list of [partition_id, offset, token] triples the settle procedures take."""
-    return json.dumps([m.delivery for m in messages])
+    """The JSON list of deliveries the settle procedures take: ``[partition_id, offset, token]``,
+    and ``[partition_id, first, last, token]`` for a run of consecutive offsets of one partition
+    with one token (a fetch's cursor batch), which the server settles without a lookup per
+    message. The integers are written out directly: the flush loop settles every message."""
+    keys = sorted([m.delivery_key for m in messages])
+    out = []
+    i, n = 0, len(keys)
+    while i < n:
+        pid, first, token = keys[i]
+        last = first
+        i += 1
+        while i < n and keys[i] == (pid, last + 1, token):
+            last += 1
+            i += 1
+        if last == first:
+            out.append(f"[{pid:d},{first:d},{token:d}]")
+        else:
+            out.append(f"[{pid:d},{first:d},{last:d},{token:d}]")
+    return "[" + ",".join(out) + "]"
 
 
 # how deep metadata may nest (the object is level 1, each object or array in it one more) for the

@@ -2,6 +2,9 @@
 
 Acks, nacks, extends, dead letters and releases wait in one queue; the loop takes what has
 gathered, groups it by outcome (and delay and error text), and sends one settle call per group.
+A handler thread queues its outcome with one append: no lock, and the loop is woken only when it
+sleeps (a busy subscriber queues thousands of acks a second, and the loop takes them by the
+hundred).
 While the database is unreachable the outcomes wait in the queue, and go out once it answers
 again (the new primary, after a failover); the database fences a stale one by its lease epoch
 (G4). At stop, what is not out by the deadline is dropped: those messages come back after their
@@ -15,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from mysqlq import _sql, codec
 from mysqlq.errors import Error
@@ -36,8 +39,7 @@ COUNTED = {
 }
 
 
-@dataclass
-class Pending:
+class Pending(NamedTuple):
     """An outcome waiting in the queue for its settle call."""
 
     outcome: str  # ack, nack, dead_letter, extend, release
@@ -62,8 +64,11 @@ class Flusher:
         self.name = name
         self._record = record
         self._after = after
-        self._cond = threading.Condition()
-        self._pending: list[Pending] = []
+        # appended by any thread, taken by the loop alone (deque appends and pops are atomic)
+        self._pending: collections.deque[Pending] = collections.deque()
+        # set while the loop sleeps for want of outcomes: who queues one wakes it
+        self._idle = False
+        self._wake = threading.Event()
         # set once nothing more will be queued (stop); the loop then flushes what is left, until
         # the deadline (monotonic) stop() gives it: the database may be gone
         self.final = threading.Event()
@@ -72,23 +77,36 @@ class Flusher:
         self.done = threading.Event()
 
     def enqueue(self, pending: Pending) -> None:
-        with self._cond:
-            self._pending.append(pending)
-            self._cond.notify_all()
+        self._pending.append(pending)
+        if self._idle:
+            self._wake.set()
 
     def finish(self, deadline: float | None = None) -> None:
         self.deadline = deadline
         self.final.set()
-        with self._cond:
-            self._cond.notify_all()
+        self._wake.set()
+
+    def take(self) -> list[Pending]:
+        """What has gathered, in the order it was queued (the loop's)."""
+        pending, popleft = self._pending, self._pending.popleft
+        return [popleft() for _ in range(len(pending))]
+
+    def _sleep(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for an outcome (or the end). The flag is set before the queue
+        is looked at again, and an outcome is queued before the flag is looked at: one of the
+        two sees the other, so no outcome waits out the timeout."""
+        self._idle = True
+        if not self._pending and not self.final.is_set():
+            self._wake.wait(timeout)
+        self._idle = False
+        self._wake.clear()
 
     def run(self, link: Link) -> None:
         try:
             while True:
-                with self._cond:
-                    if not self._pending and not self.final.is_set():
-                        self._cond.wait(0.2)
-                    batch, self._pending = self._pending, []
+                if not self._pending and not self.final.is_set():
+                    self._sleep(0.2)
+                batch = self.take()
                 if batch and self.final.is_set() and self._past_deadline():
                     log.error(
                         "%s: stopped with %d outcomes unsent (the database did not answer in"
@@ -107,12 +125,19 @@ class Flusher:
     def _past_deadline(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
 
-    def _flush(self, link: Link, batch: list[Pending]) -> None:
-        groups: dict[tuple, list[Pending]] = collections.defaultdict(list)
-        for s in batch:
-            groups[(s.outcome, s.delay_ms, s.error)].append(s)
-        for (outcome, delay_ms, error), items in groups.items():
-            deliveries = codec.deliveries_json(s.message for s in items)
+    def requests(self, batch: list[Pending]) -> list[tuple[str, int, str, tuple]]:
+        """The settle calls of ``batch``: ``(outcome, count, sql, args)``, one per outcome (and
+        delay and error text), in the order each first appears."""
+        groups: dict[tuple, list[Message]] = {}
+        for outcome, message, delay_ms, error in batch:
+            key = (outcome, delay_ms, error)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = []
+            group.append(message)
+        out = []
+        for (outcome, delay_ms, error), messages in groups.items():
+            deliveries = codec.deliveries_json(messages)
             sql, args = {
                 "ack": (_sql.ACK, (self.group, deliveries)),
                 "nack": (_sql.NACK, (self.group, deliveries, delay_ms, error)),
@@ -120,12 +145,17 @@ class Flusher:
                 "extend": (_sql.EXTEND, (self.group, deliveries, delay_ms)),
                 "release": (_sql.RELEASE_MESSAGES, (self.group, deliveries)),
             }[outcome]
+            out.append((outcome, len(messages), sql, args))
+        return out
+
+    def _flush(self, link: Link, batch: list[Pending]) -> None:
+        for outcome, count, sql, args in self.requests(batch):
             try:
                 (row,) = link.rows(
                     sql, args, give_up_when_stopping=False, give_up=self._past_deadline
                 )
             except Error as exc:
-                log.error("%s: %s of %d messages failed: %s", self.name, outcome, len(items), exc)
+                log.error("%s: %s of %d messages failed: %s", self.name, outcome, count, exc)
                 continue
             self._record(outcome, int(row["settled"]), int(row["stale"]), int(row["dead_lettered"]))
         self._after()

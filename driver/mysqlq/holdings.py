@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import itertools
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 from mysqlq.message import Message
@@ -27,19 +26,32 @@ from mysqlq.message import Message
 __all__ = ["Held", "Holdings"]
 
 
-@dataclass(eq=False)
 class Held:
-    """A message the subscriber holds: buffered until a handler starts it, then running."""
+    """A message the subscriber holds: buffered until a handler starts it, then running.
 
-    message: Message
-    # monotonic: when its visibility runs out as far as we know (keepalives move it)
-    deadline: float
-    # the lease epoch of its partition when it was fetched
-    epoch: int | None
-    # once started: what runs its handler (a thread, or a task in mysqlq.aio) and when it is
-    # given up
-    worker: Any = field(default=None, repr=False)
-    give_up_at: float = 0.0
+    ``deadline`` (monotonic): when its visibility runs out as far as we know (keepalives move
+    it); ``epoch``: the lease epoch of its partition when it was fetched; once started,
+    ``worker``: what runs its handler (a thread, or a task in mysqlq.aio), and ``give_up_at``:
+    when it is given up. (A plain class with slots: one is made per delivered message.)"""
+
+    __slots__ = ("deadline", "epoch", "give_up_at", "message", "worker")
+
+    def __init__(
+        self,
+        message: Message,
+        deadline: float,
+        epoch: int | None,
+        worker: Any = None,
+        give_up_at: float = 0.0,
+    ) -> None:
+        self.message = message
+        self.deadline = deadline
+        self.epoch = epoch
+        self.worker = worker
+        self.give_up_at = give_up_at
+
+    def __repr__(self) -> str:
+        return f"Held({self.message!r}, deadline={self.deadline!r}, epoch={self.epoch!r})"
 
 
 class Holdings:
@@ -53,6 +65,7 @@ class Holdings:
         self._running: dict[int, Held] = {}
         self._runners: dict[int, int] = {}
         self._generations = itertools.count(1)
+        # the deliveries (Message.delivery_key) whose handler was given up
         self._given_up: set[tuple[int, ...]] = set()
 
     # leases ---------------------------------------------------------------------------------
@@ -75,7 +88,7 @@ class Holdings:
     @property
     def buffered(self) -> int:
         with self._lock:
-            return sum(len(b) for b in self._buffers.values())
+            return sum(map(len, self._buffers.values()))
 
     @property
     def running(self) -> int:
@@ -88,12 +101,15 @@ class Holdings:
         """Buffer fetched messages; return the (partition, generation) runners to start."""
         start = []
         with self._lock:
+            leases, buffers, runners = self.leases, self._buffers, self._runners
             for m in messages:
-                epoch = self.leases.get(m.partition_id)
-                buf = self._buffers.setdefault(m.partition_id, collections.deque())
-                buf.append(Held(m, deadline, epoch))
-            for pid, buf in self._buffers.items():
-                if buf and pid not in self._runners:
+                pid = m.partition_id
+                buf = buffers.get(pid)
+                if buf is None:
+                    buf = buffers[pid] = collections.deque()
+                buf.append(Held(m, deadline, leases.get(pid)))
+            for pid, buf in buffers.items():
+                if buf and pid not in runners:
                     start.append((pid, self._new_runner(pid)))
         return start
 
@@ -136,7 +152,8 @@ class Holdings:
             pid = held.message.partition_id
             if self._running.get(pid) is held:
                 del self._running[pid]
-            self._given_up.discard(tuple(held.message.delivery))
+            if self._given_up:
+                self._given_up.discard(held.message.delivery_key)
 
     def extend_running(self, message: Message, until: float) -> None:
         """A handler asked for more time: its give-up deadline moves to at least ``until``."""
@@ -154,13 +171,18 @@ class Holdings:
             for pid, held in list(self._running.items()):
                 if now >= held.give_up_at:
                     del self._running[pid]
-                    self._given_up.add(tuple(held.message.delivery))
+                    self._given_up.add(held.message.delivery_key)
                     out.append((held, self._new_runner(pid)))
         return out
 
     def fenced(self, message: Message) -> bool:
+        """Its handler was given up: what it settles is dropped. (Nearly always none is: then
+        no lock is taken. The fence is set under the lock together with the handler's removal
+        from the running ones; an outcome checked just before that is queued, as with the lock.)"""
+        if not self._given_up:
+            return False
         with self._lock:
-            return tuple(message.delivery) in self._given_up
+            return message.delivery_key in self._given_up
 
     def moved(self, now: float) -> list[Message]:
         """Take out the buffered messages that can no longer start: their partition is no longer

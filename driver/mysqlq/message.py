@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 JSON_TYPE = "application/json"
@@ -115,33 +115,59 @@ class Message:
 
     @classmethod
     def from_row(cls, row: dict[str, Any], settler: Settler | None = None) -> Message:
-        metadata = row.get("metadata")
-        if isinstance(metadata, (bytes, bytearray)):
-            metadata = metadata.decode()
-        return cls(
-            topic=row["topic"],
-            key=row["partition_key"],
-            offset=int(row["offset"]),
-            id=row["id"],
-            payload=bytes(row["payload"]),
-            metadata=json.loads(metadata) if metadata else None,
-            attempt=int(row["attempt"]),
-            partition_id=int(row["partition_id"]),
-            token=int(row["token"]),
-            published_at=int(row["published_at"]),
-            visible_until=int(row["visible_until"]),
-            origin_topic=row.get("origin_topic"),
-            origin_group=row.get("origin_group"),
-            origin_offset=row.get("origin_offset"),
-            origin_message_id=row.get("origin_message_id"),
-            failures=row.get("failures"),
-            last_error=row.get("last_error"),
-            failed_at=row.get("failed_at"),
-            kind=row.get("kind"),
-            content_type=row.get("content_type"),
-            priority=int(row.get("priority") or 0),
-            _settler=settler,
-        )
+        """The message of a fetched row (the columns of ``queue_fetch``; the DLQ's ``origin_*``
+        and the columns after ``visible_until`` may be missing). Made without the dataclass's
+        keyword ``__init__`` (23 fields): a subscriber makes one per delivered message."""
+        try:
+            return cls._from_full_row(row, settler)
+        except KeyError:
+            if _OPTIONAL_COLUMNS.keys() <= row.keys():
+                raise  # a column every row has is missing
+            return cls._from_full_row({**_OPTIONAL_COLUMNS, **row}, settler)
+
+    @classmethod
+    def _from_full_row(cls, row: dict[str, Any], settler: Settler | None) -> Message:
+        metadata = row["metadata"]
+        if metadata:
+            if isinstance(metadata, (bytes, bytearray)):
+                metadata = metadata.decode()
+            metadata = json.loads(metadata)
+        else:
+            metadata = None
+        message = _new(cls)
+        # (the server sends integers as int and the payload as bytes: nothing to convert)
+        message.__dict__ = {
+            "topic": row["topic"],
+            "key": row["partition_key"],
+            "offset": row["offset"],
+            "id": row["id"],
+            "payload": row["payload"],
+            "metadata": metadata,
+            "attempt": row["attempt"],
+            "partition_id": row["partition_id"],
+            "token": row["token"],
+            "published_at": row["published_at"],
+            "visible_until": row["visible_until"],
+            "origin_topic": row["origin_topic"],
+            "origin_group": row["origin_group"],
+            "origin_offset": row["origin_offset"],
+            "origin_message_id": row["origin_message_id"],
+            "failures": row["failures"],
+            "last_error": row["last_error"],
+            "failed_at": row["failed_at"],
+            "kind": row["kind"],
+            "content_type": row["content_type"],
+            "priority": row["priority"] or 0,
+            "_settler": settler,
+            "_outcome": None,
+        }
+        return message
+
+    @property
+    def delivery_key(self) -> tuple[int, int, int]:
+        """This delivery, ``(partition_id, offset, token)``, as a subscriber's own bookkeeping
+        keys it."""
+        return (self.partition_id, self.offset, self.token)
 
     @property
     def delivery(self) -> list[int]:
@@ -212,3 +238,31 @@ class Message:
         if self._settler is None:
             raise RuntimeError("this message is not attached to a subscriber")
         return self._settler
+
+
+_new = object.__new__
+# the columns a row given to from_row may leave out, and what they are then
+_OPTIONAL_COLUMNS: dict[str, Any] = dict.fromkeys(
+    (
+        "metadata",
+        "origin_topic",
+        "origin_group",
+        "origin_offset",
+        "origin_message_id",
+        "failures",
+        "last_error",
+        "failed_at",
+        "kind",
+        "content_type",
+        "priority",
+    )
+)
+# from_row sets each field itself: it must know every one of them
+if {f.name for f in fields(Message)} != set(
+    Message.from_row(
+        dict.fromkeys(("topic", "partition_key", "id", "payload"), b"")
+        | dict.fromkeys(("offset", "attempt", "partition_id", "token"), 0)
+        | dict.fromkeys(("published_at", "visible_until"), 0)
+    ).__dict__
+):  # pragma: no cover
+    raise AssertionError("Message.from_row does not set every field of Message")

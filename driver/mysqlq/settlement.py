@@ -97,6 +97,9 @@ class Settlement:
         self._flusher = flusher
         self._tally = tally
         self._sessions = sessions
+        # a handler that returns leaves an ack to send (every policy but ACK_FIRST, which acked
+        # before, and MANUAL, which leaves it to the handler): handled()'s short way
+        self._acks_on_return = policy not in (AckPolicy.ACK_FIRST, AckPolicy.MANUAL)
 
     # what a message asks: the Settler protocol of mysqlq.message --------------------------------
 
@@ -111,6 +114,9 @@ class Settlement:
         """Queue ``outcome`` (``ack``, ``nack`` after ``delay`` seconds or the retry strategy's,
         ``dead_letter``) for the flush loop, unless the handler was given up."""
         if self._fenced(message, outcome):
+            return
+        if outcome == "ack":
+            self._flusher.enqueue(Pending("ack", message))
             return
         error = codec.error_text(error)
         if outcome == "nack":
@@ -184,6 +190,12 @@ class Settlement:
         """A handler that started at ``started`` (:func:`clock`) returned (``exc`` None) or
         raised ``exc``: what it left unsettled is settled as the ack policy says."""
         self._tally.handler_ran(clock() - started)
+        if exc is None and self._acks_on_return:
+            # the common case, the short way: what after_handler() and conclude() would do
+            if not message.settled:
+                record_outcome(message, "ack")
+                self.settle(message, "ack")
+            return
         text = None
         if exc is not None:
             self._tally.count("handler_errors")

@@ -78,11 +78,13 @@ class ThreadRunner:
         """Run a partition's buffered messages one after the other, in offset order."""
         consumer, settlement = self.consumer, self.consumer.settlement
         online, stopping = consumer.control.reach.online, consumer.stopping
+        me = threading.current_thread()
         while True:
             # no message starts while the database is unreachable: its outcome could not land
-            while not online.wait(0.2) and not stopping.is_set():
-                pass
-            held = consumer.take(pid, generation, threading.current_thread())
+            if not online.is_set():
+                while not online.wait(0.2) and not stopping.is_set():
+                    pass
+            held = consumer.take(pid, generation, me)
             if held is None:
                 return
             try:

@@ -27,6 +27,10 @@ log = logging.getLogger("mysqlq.subscriber")
 
 STOPPED = "subscriber stopped before the handler finished"
 
+# a runner whose handlers never wait gives the loop its turn at least this often (seconds); a
+# turn at every message cost a pass of the event loop (and its selector call) per message
+YIELD_EVERY = 0.002
+
 
 class TaskRunner:
     def __init__(
@@ -95,6 +99,7 @@ class TaskRunner:
         """Run a partition's buffered messages one after the other, in offset order."""
         consumer, settlement = self._consumer, self._consumer.settlement
         online, stopping = consumer.control.reach.online, consumer.stopping
+        yield_at = clock() + YIELD_EVERY
         while True:
             # no message starts while the database is unreachable: its outcome could not land
             while not online.is_set() and not stopping.is_set():
@@ -110,7 +115,9 @@ class TaskRunner:
                     await self._handle(held.message, task)
             finally:
                 consumer.finished(held)
-            await asyncio.sleep(0)  # handlers that never wait must not keep the loop
+            if clock() >= yield_at:  # handlers that never wait must not keep the loop
+                await asyncio.sleep(0)
+                yield_at = clock() + YIELD_EVERY
 
     async def _handle(self, message: Message, task: asyncio.Task) -> None:
         settlement = self._consumer.settlement
@@ -118,7 +125,7 @@ class TaskRunner:
         assert self._handler is not None
         try:
             result = self._handler(message)
-            if inspect.isawaitable(result):
+            if result is not None and inspect.isawaitable(result):
                 await result
         except asyncio.CancelledError as exc:
             why = self._cancelled.get(task)
