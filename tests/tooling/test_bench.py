@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import queue
 import re
 import shutil
@@ -288,6 +289,128 @@ def test_the_skip_locked_worker_takes_its_batch_again_after_a_lock_wait(db, conn
     wait_until(waits_anew, timeout=30, interval=0.05, what="the worker's SELECT waiting anew")
     holder.query("UNLOCK TABLES")
     worker.join(timeout=30)
-    handled, _last, latencies = out.get(timeout=5)
-    assert (handled, len(latencies)) == (30, 30)
+    handled, _last, latencies, cpu, isolation = out.get(timeout=5)
+    assert (handled, sum(len(v) for v in latencies.values())) == (30, 30)
+    assert cpu > 0 and isolation == "READ-COMMITTED"
     assert scalar(conn, "SELECT COUNT(*) FROM bench_jobs") == 0
+
+
+def test_a_polling_skip_locked_worker_stops_when_told_with_jobs_left(db) -> None:
+    """The latency sweep gives up on a backlog: its workers stop at once when told, and report
+    what they handled (a worker that drained the backlog first lost its report)."""
+    workloads.skip_locked_fill(db.dsn, 2000)
+    stop = threading.Event()
+    stop.set()
+    out: queue.Queue = queue.Queue()
+    worker = threading.Thread(
+        target=workloads._skip_locked_worker, args=(db.dsn, 10, stop, out, 0.01, True)
+    )
+    worker.start()
+    worker.join(timeout=30)
+    handled, _last, _latencies, _cpu, _isolation = out.get(timeout=5)
+    assert handled == 0
+    assert scalar(db.connect(), "SELECT COUNT(*) FROM bench_jobs") == 2000
+
+
+def _small_options(**sizes):
+    """A bench run of a few seconds: one consumer, the tuned and the REPEATABLE READ queues,
+    a latency curve of two low rates for half a second each."""
+    from mysqlq_dev import bench
+
+    class Small(bench.BenchOptions):
+        def sizes(self):
+            out = super().sizes()
+            out.update(sizes)
+            return out
+
+    return Small(
+        quick=True,
+        chart=False,
+        kombu=False,
+        only=("consume", "steady"),
+        consume_messages=300,
+        steady_rates=(100.0, 300.0),
+        steady_seconds=0.5,
+    )
+
+
+def test_a_small_bench_run_reports_cpu_per_message_and_a_latency_curve(server, tmp_path) -> None:
+    """Every consume figure has its server and client CPU, round trips and rows per message,
+    mysqlq's and the baselines'; the tuned SKIP LOCKED queue runs READ COMMITTED and the other
+    REPEATABLE READ; each steady rate reports what the publishers reached and publish->handler
+    percentiles for every message they sent; the ratios compare with the tuned queue."""
+    from rich.console import Console
+
+    from mysqlq_dev import bench
+    from mysqlq_dev.bench import report
+
+    options = _small_options(consumers=(1,), skip_locked_systems=("skip_locked", "skip_locked_rr"))
+    data = bench.run(server.dsn, options, console=Console(file=io.StringIO()))
+    consume = {r["system"]: r for r in data["results"] if r["kind"] == "consume"}
+    assert set(consume) == {"mysqlq", "skip_locked", "skip_locked_rr"}
+    assert consume["skip_locked"]["isolation"] == ["READ-COMMITTED"]
+    assert consume["skip_locked_rr"]["isolation"] == ["REPEATABLE-READ"]
+    for system, r in consume.items():
+        # three processes' own CPU for 300 messages: more than nothing, less than 0.1 s each
+        assert 0 < r["client_cpu_us_per_message"] < 100_000, (system, r)
+        assert r["round_trips_per_message"] > 0 and r["rows_written_per_message"] > 0, r
+        if data["server_cpu_measured"]:
+            assert r["server_cpu_us_per_message"] > 0, r
+    # the SKIP LOCKED worker: a SELECT, a DELETE and a COMMIT per batch of 10 (other clients of a
+    # shared server add to the global counters, never take from them)
+    assert consume["skip_locked"]["round_trips_per_message"] >= 0.3 - 0.01
+    steady = [r for r in data["results"] if r["kind"] == "steady"]
+    assert [(r["system"], r["poll_ms"], r["rate"]) for r in steady] == [
+        ("mysqlq", None, 100.0),
+        ("mysqlq", None, 300.0),
+        ("skip_locked", 10.0, 100.0),
+        ("skip_locked", 10.0, 300.0),
+    ]
+    for r in steady:
+        assert r["messages"] > 0 and r["received"] == r["messages"] and r["left"] == 0, r
+        assert 0 < r["p50_ms"] <= r["p95_ms"] <= r["p99_ms"] <= r["max_ms"], r
+        assert r["publish_rate"] > 0 and r["publishers"] >= 1 and r["publish_batch"] >= 10, r
+        assert 0 < r["publish_call_p50_ms"] <= r["publish_call_p99_ms"], r
+    rows = {row["measure"]: row for row in data["ratios"]}
+    tuned = rows["consume, 1 process(es) / SKIP LOCKED (tuned: READ COMMITTED)"]
+    assert tuned["baseline"] == consume["skip_locked"]["messages_per_second"]
+    assert tuned["target"] == report.TARGETS["consume_vs_skip_locked"] == 2.0
+    cpu = rows["server CPU per message, consume x1 / tuned SKIP LOCKED"]
+    assert (
+        cpu["target"] == 0.5
+        and cpu["baseline"] == consume["skip_locked"]["server_cpu_us_per_message"]
+    )
+    trips = rows["round trips per message, consume x1, batch size 10 (tuned SKIP LOCKED)"]
+    assert trips["target"] == 0.02
+    latency = [row for name, row in rows.items() if name.startswith("publish→handler")]
+    assert [row["mysqlq"] for row in latency] == [steady[1]["p50_ms"], steady[1]["p99_ms"]]
+    assert [row["baseline"] for row in latency] == [steady[3]["p50_ms"], steady[3]["p99_ms"]]
+    console = Console(record=True, width=200)
+    report.print_tables(data, console)
+    text = console.export_text()
+    for heading in ("client CPU µs", "latency curve", "call p50/p99 ms", "poll 10 ms"):
+        assert heading in text
+    if importlib.util.find_spec("matplotlib"):
+        assert report.chart(data, tmp_path / "bench.png").stat().st_size > 0
+
+
+def test_a_quick_bench_runs_only_the_tuned_queue_and_two_rates() -> None:
+    """CI's budget: ``--quick`` leaves out the REPEATABLE READ queue and the 100 ms poll; the
+    full run sweeps 500 to 10,000 msg/s with both polls."""
+    from mysqlq_dev import bench
+
+    quick = bench._plan(bench.BenchOptions(quick=True).sizes(), bench.BenchOptions(quick=True))
+    full = bench._plan(bench.BenchOptions().sizes(), bench.BenchOptions())
+    systems = {e["system"] for e in quick if e["kind"] == "consume"}
+    assert systems == {"mysqlq", "skip_locked", "kombu"}
+    assert {e["system"] for e in full if e["kind"] == "consume"} == systems | {"skip_locked_rr"}
+    assert [(e["system"], e["poll"], e["rates"]) for e in quick if e["kind"] == "steady"] == [
+        ("mysqlq", None, [500.0, 2000.0]),
+        ("skip_locked", 0.01, [500.0, 2000.0]),
+    ]
+    rates = [500.0, 2000.0, 5000.0, 10000.0]
+    assert [(e["system"], e["poll"], e["rates"]) for e in full if e["kind"] == "steady"] == [
+        ("mysqlq", None, rates),
+        ("skip_locked", 0.1, rates),
+        ("skip_locked", 0.01, rates),
+    ]

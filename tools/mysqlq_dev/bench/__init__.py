@@ -6,14 +6,18 @@ Workloads (sizes for the full run; ``--quick`` shrinks them to finish in under t
   publish of 100 and 1,000 per call, from 1 and 4 client processes; beside raw single-row and
   multi-row INSERTs into a table shaped like the log;
 * consume end to end: 1, 2 and 4 subscriber processes draining 50,000 pre-published messages
-  over 64 partitions with a no-op handler; beside the SKIP LOCKED work queue with the same
-  consumer counts and batch size, and kombu's SQLAlchemy transport (Celery's database broker,
-  10,000 messages, one consumer: it moves about 200 messages a second, and with several
-  consumers its workers die on StaleDataError);
-* steady state: a publisher at a fixed rate (500 msg/s) while two consumer processes run, with
-  publish→handler latency percentiles, for mysqlq and the SKIP LOCKED queue;
-* cost of each consume run: round trips and rows written per message and server CPU seconds per
-  10,000 messages, from the server's own counters.
+  over 64 partitions with a no-op handler; beside the tuned SKIP LOCKED work queue (READ
+  COMMITTED) with the same consumer counts and batch size, the same queue at REPEATABLE READ
+  (not with ``--quick``), and kombu's SQLAlchemy transport (Celery's database broker, 10,000
+  messages, one consumer: it moves about 200 messages a second, and with several consumers its
+  workers die on StaleDataError);
+* latency curve (steady state): publishers at 500, 2,000, 5,000 and 10,000 msg/s in turn
+  (``--quick``: 500 and 2,000) while two consumer processes run, with publish→handler p50, p95,
+  p99 and max per rate, for mysqlq and the SKIP LOCKED queue polling every 100 ms and every
+  10 ms (``--quick``: 10 ms only);
+* cost of each consume run, per message: round trips and rows written (the server's counters),
+  server CPU (the server process's, from /proc) and client CPU (the consumer processes' own user
+  + system time, every thread, measured inside each process).
 
 Writes ``bench-<time>.json`` and ``bench-<time>.png`` into ``--out`` and prints the ratio table.
 """
@@ -46,7 +50,9 @@ class BenchOptions:
     kombu: bool = True
     # sizes; None = the full or quick default
     consume_messages: int | None = None
-    steady_rate: float = 500.0
+    # steady-state publish rates, msg/s (empty: 500, 2,000, 5,000, 10,000; quick: 500, 2,000)
+    steady_rates: tuple[float, ...] = ()
+    # seconds per rate (None: 12; quick: 4)
     steady_seconds: float | None = None
     # workload kinds to run (publish, consume, effects, steady); empty = all
     only: tuple[str, ...] = ()
@@ -64,11 +70,16 @@ class BenchOptions:
                 "publish_clients": (1, 4),
                 "consume_messages": 10_000,
                 "consumers": (1, 2),
+                # the tuned SKIP LOCKED queue only (CI's budget)
+                "skip_locked_systems": ("skip_locked",),
                 "kombu_messages": 1_000,
                 "kombu_consumers": (1,),
                 "effects_messages": 4_000,
                 "effects_consumers": (2,),
-                "steady_seconds": 8.0,
+                "steady_rates": (500.0, 2_000.0),
+                "steady_seconds": 4.0,
+                # the SKIP LOCKED queue's sleep when it finds nothing, seconds
+                "steady_polls": (0.01,),
             }
         else:
             sizes = {
@@ -79,6 +90,7 @@ class BenchOptions:
                 "publish_clients": (1, 4),
                 "consume_messages": 50_000,
                 "consumers": (1, 2, 4),
+                "skip_locked_systems": ("skip_locked", "skip_locked_rr"),
                 # kombu moves ~200 msg/s here: 50,000 would take most of an hour. One consumer:
                 # with several, its workers die on StaleDataError (two take the same message)
                 "kombu_messages": 10_000,
@@ -86,13 +98,17 @@ class BenchOptions:
                 # a handler writing one row per message: write then ack, or both in one tx
                 "effects_messages": 20_000,
                 "effects_consumers": (1, 4),
-                "steady_seconds": 30.0,
+                "steady_rates": (500.0, 2_000.0, 5_000.0, 10_000.0),
+                "steady_seconds": 12.0,
+                "steady_polls": (0.1, 0.01),
             }
         if self.consume_messages:
             sizes["consume_messages"] = self.consume_messages
             sizes["kombu_messages"] = min(sizes["kombu_messages"], self.consume_messages)
         if self.steady_seconds:
             sizes["steady_seconds"] = self.steady_seconds
+        if self.steady_rates:
+            sizes["steady_rates"] = tuple(self.steady_rates)
         return sizes
 
 
@@ -159,7 +175,7 @@ def run(server_dsn: str, options: BenchOptions, console: Console | None = None) 
             for entry in rest:
                 progress.update(overall, description=f"{entry['label']}")
                 result = _run_entry(dsn, entry, sample, progress)
-                results.append(result)
+                results.extend(result if isinstance(result, list) else [result])
                 progress.advance(overall)
         settings = server.settings(admin)
         admin.close()
@@ -233,7 +249,7 @@ def _plan(sizes: dict[str, Any], options: BenchOptions) -> list[dict[str, Any]]:
                     }
                 )
     for consumers in sizes["consumers"]:
-        for system in ("mysqlq", "skip_locked"):
+        for system in ("mysqlq", *sizes["skip_locked_systems"]):
             plan.append(
                 {
                     "kind": "consume",
@@ -268,15 +284,18 @@ def _plan(sizes: dict[str, Any], options: BenchOptions) -> list[dict[str, Any]]:
                     "label": f"consume x{consumers}, {how}",
                 }
             )
-    for system in ("mysqlq", "skip_locked"):
+    rates = ", ".join(f"{r:g}" for r in sizes["steady_rates"])
+    for system, poll in (("mysqlq", None), *(("skip_locked", p) for p in sizes["steady_polls"])):
+        how = system if poll is None else f"{system}, poll {poll * 1000:g} ms"
         plan.append(
             {
                 "kind": "steady",
                 "system": system,
                 "clients": 2,
-                "rate": options.steady_rate,
+                "rates": list(sizes["steady_rates"]),
+                "poll": poll,
                 "seconds": sizes["steady_seconds"],
-                "label": f"steady {options.steady_rate:g} msg/s ({system})",
+                "label": f"steady {rates} msg/s ({how})",
             }
         )
     return plan
@@ -284,7 +303,7 @@ def _plan(sizes: dict[str, Any], options: BenchOptions) -> list[dict[str, Any]]:
 
 def _run_entry(
     dsn: str, entry: dict[str, Any], sample: Callable[[], Any], progress: Progress
-) -> dict[str, Any]:
+) -> dict[str, Any] | list[dict[str, Any]]:
     kind, system = entry["kind"], entry["system"]
     out = {k: v for k, v in entry.items() if k != "label"}
     if kind == "publish":
@@ -315,9 +334,14 @@ def _run_entry(
                 sample,
                 lambda done: progress.update(task, completed=done),
             )
-        elif system == "skip_locked":
+        elif system in workloads.ISOLATION:
             measured = workloads.skip_locked_consume(
-                dsn, entry["clients"], entry["messages"], entry["size"], sample
+                dsn,
+                entry["clients"],
+                entry["messages"],
+                entry["size"],
+                sample,
+                isolation=workloads.ISOLATION[system],
             )
         else:
             measured = workloads.kombu_consume(dsn, entry["clients"], entry["messages"], sample)
@@ -326,10 +350,25 @@ def _run_entry(
         measured.update(
             server.costs(before, after, entry["messages"], measured.pop("own_statements"))
         )
-    else:
-        measured = workloads.steady_state(
-            dsn, system, entry["rate"], entry["seconds"], entry["clients"]
+        measured["client_cpu_us_per_message"] = (
+            measured["client_cpu_seconds"] * 1e6 / entry["messages"]
         )
+    else:
+        sweep = workloads.steady_sweep(
+            dsn,
+            system,
+            entry["rates"],
+            entry["seconds"],
+            entry["clients"],
+            poll=entry["poll"] or 0.1,
+        )
+        rows = []
+        for measured in sweep:
+            row = {k: v for k, v in out.items() if k not in ("rates", "poll", "seconds")}
+            row.update(measured)
+            row["messages_per_second"] = row["publish_rate"]
+            rows.append(row)
+        return rows
     out.update(measured)
     out["messages_per_second"] = out["messages"] / out["seconds"] if out["seconds"] else 0.0
     return out

@@ -3,8 +3,9 @@
 Costs are read from the server itself: round trips are ``Questions``; rows written are
 ``Innodb_rows_inserted/updated/deleted`` where the server has them (MySQL) and
 ``Handler_write/update/delete`` otherwise (MariaDB 10.11 has no ``Innodb_rows_*``; its
-``Handler_*`` counters leave out internal temporary tables). Server CPU seconds come from
-``/proc/<pid>/stat`` of the server process, so only for a server on this machine.
+``Handler_*`` counters leave out internal temporary tables). Server CPU time comes from
+``/proc/<pid>/stat`` of the server process, so only for a server on this machine; it is the whole
+process's (its background threads and any other client's work in the same window included).
 """
 
 from __future__ import annotations
@@ -139,10 +140,11 @@ def costs(before: Sample, after: Sample, messages: int, own_statements: int = 0)
         "rows_written_per_message": (after.rows_written - before.rows_written) / messages
         if messages
         else None,
-        "server_cpu_s_per_10k": None,
+        "server_cpu_us_per_message": None,
     }
     if before.cpu_seconds is not None and after.cpu_seconds is not None and messages:
-        out["server_cpu_s_per_10k"] = (after.cpu_seconds - before.cpu_seconds) * 10_000 / messages
+        seconds = after.cpu_seconds - before.cpu_seconds
+        out["server_cpu_us_per_message"] = seconds * 1e6 / messages
     return out
 
 

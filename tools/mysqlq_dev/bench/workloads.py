@@ -1,23 +1,29 @@
 """The measured workloads: mysqlq and its baselines, each run by real client processes.
 
 Every function here that runs in a child process is a module-level function (the processes are
-forked). A workload returns a dict with at least ``seconds`` and ``messages``.
+forked). A workload returns a dict with at least ``seconds`` and ``messages``; a consume workload
+also ``client_cpu_seconds``: the user + system CPU time of its consumer processes (every thread),
+each measured inside the process with ``getrusage`` from its start to its end.
 
 Baselines:
 
 * ``raw``: INSERTs into ``bench_raw_log``, a copy of ``queue_messages``'s definition: single-row
   autocommit INSERTs, and multi-row INSERTs of the same size as the publish batch, each one
   statement and one commit.
-* ``skip_locked``: the classic work queue. ``bench_jobs`` has an auto-increment key; a consumer
-  takes up to ``batch_size`` rows with ``SELECT ... ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED``,
-  runs the handler on each, deletes them and commits: one transaction, three round trips per batch.
-  No ordering per key, no consumer groups, no retries.
+* ``skip_locked``: the classic work queue, tuned as a careful user writes it. ``bench_jobs`` has
+  an auto-increment key; a consumer session at READ COMMITTED (no gap or next-key locks) takes up
+  to ``batch_size`` rows with ``SELECT ... ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED``, runs the
+  handler on each, deletes them and commits: one transaction, three round trips per batch. No
+  ordering per key, no consumer groups, no retries. ``skip_locked_rr`` is the same worker at
+  REPEATABLE READ (the servers' default isolation).
 * ``kombu``: Celery's database broker, kombu's SQLAlchemy transport on mysqlclient.
 """
 
 from __future__ import annotations
 
+import math
 import queue as queue_module
+import resource
 import struct
 import time
 from collections.abc import Callable
@@ -33,6 +39,17 @@ from mysqlq_dev.bench.processes import CONTEXT, WorkloadError, run_clients, shar
 
 PAYLOAD = b"x" * 100
 KEYS = 64
+
+# the SKIP LOCKED worker's session isolation, by system name
+ISOLATION = {"skip_locked": "READ COMMITTED", "skip_locked_rr": "REPEATABLE READ"}
+
+
+def cpu_seconds() -> float:
+    """This process's user + system CPU seconds so far, every thread included."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 # --------------------------------------------------------------------------- publish
 
 
@@ -143,13 +160,23 @@ def _noop(message: Any) -> None:
     return None
 
 
+# a steady-state message's payload starts with its publish time and the index of its rate
+STAMP = struct.Struct("<dH")
+# a SKIP LOCKED job's payload starts with the index of its rate (its publish time is a column)
+TAG = struct.Struct("<H")
+
+
 def _subscriber_main(dsn, topic, group, index, options, stop, done) -> None:
-    latencies: list[float] = []
+    """One subscriber process: runs until ``stop``, then puts ``{"latencies": {rate index:
+    [seconds, ...]}, "cpu_seconds": ...}`` on ``done`` (its CPU from its start to its end)."""
+    cpu_start = cpu_seconds()
+    latencies: dict[int, list[float]] = {}
 
     def handler(message: Any) -> None:
-        if len(message.payload) >= 8 and options.get("latency"):
-            (sent,) = struct.unpack("<d", message.payload[:8])
-            latencies.append(time.time() - sent)
+        payload = message.payload
+        if len(payload) >= STAMP.size:
+            sent, tag = STAMP.unpack_from(payload)
+            latencies.setdefault(tag, []).append(time.time() - sent)
 
     if options.get("effects"):
         handler = effects.handler(dsn, options["effects"])
@@ -166,7 +193,7 @@ def _subscriber_main(dsn, topic, group, index, options, stop, done) -> None:
     sub.start()
     stop.wait()
     sub.stop(timeout=15)
-    done.put(latencies)
+    done.put({"latencies": latencies, "cpu_seconds": cpu_seconds() - cpu_start})
 
 
 def _lag(conn: Any, topic: str, group: str) -> int:
@@ -233,19 +260,35 @@ def mysqlq_consume(
         after = sample()
     finally:
         stop.set()
+        reports = _collect(done, len(procs), timeout=30)
         for p in procs:
             p.join(timeout=30)
             if p.is_alive():
                 p.kill()
         client.close()
         watcher.close()
+    if len(reports) < len(procs):
+        raise WorkloadError(f"mysqlq: {len(procs) - len(reports)} subscriber(s) did not report")
     return {
         "seconds": seconds,
         "messages": messages,
         "before": before,
         "after": after,
         "own_statements": polls,
+        "client_cpu_seconds": sum(r["cpu_seconds"] for r in reports),
     }
+
+
+def _collect(done: Any, count: int, timeout: float) -> list[Any]:
+    """Up to ``count`` reports from ``done``, waiting at most ``timeout`` seconds in all."""
+    deadline = time.monotonic() + timeout
+    reports = []
+    while len(reports) < count:
+        try:
+            reports.append(done.get(timeout=max(0.1, deadline - time.monotonic())))
+        except queue_module.Empty:
+            break
+    return reports
 
 
 # --------------------------------------------------------------------------- consume: SKIP LOCKED
@@ -275,17 +318,33 @@ def skip_locked_fill(dsn: str, messages: int) -> None:
     conn.close()
 
 
-def _skip_locked_worker(dsn, batch_size, stop, out, poll, latency) -> None:
-    """One consumer: take, handle, delete, commit; when empty, exit (drain) or poll (steady)."""
+def _skip_locked_worker(
+    dsn, batch_size, stop, out, poll, latency, isolation="READ COMMITTED", ready=None
+) -> None:
+    """One consumer: take, handle, delete, commit; when empty, exit (drain: ``stop`` is None)
+    or sleep ``poll`` seconds and look again (steady state, until ``stop`` is set).
+
+    Its session runs at ``isolation``. Puts ``(handled, last_handled_at, latencies, cpu,
+    session_isolation)`` on ``out``: ``latencies`` maps a message's rate index (the first two
+    bytes of its payload) to publish->handler seconds, ``cpu`` is the process's CPU seconds from
+    its start to its end, ``session_isolation`` the level the server says the session has."""
+    cpu_start = cpu_seconds()
     conn = connection.connect(dsn)
-    conn.autocommit(False)
     cur = conn.cursor()
+    if isolation:
+        cur.execute(f"SET SESSION TRANSACTION ISOLATION LEVEL {isolation}")
+    session_isolation = _session_isolation(cur)
+    conn.autocommit(False)
     handled = 0
     last = 0.0
-    latencies: list[float] = []
+    latencies: dict[int, list[float]] = {}
+    if ready is not None:
+        ready.put(True)
     try:
-        while True:
-            taken = len(latencies)  # this batch's latencies are dropped if it is taken again
+        # steady state: ``stop`` ends it at once, with jobs still queued (a backlog the sweep
+        # has given up on would otherwise keep it past the collection of its report)
+        while stop is None or not stop.is_set():
+            taken: list[tuple[list[float], float]] = []  # dropped if the batch is taken again
             try:
                 cur.execute(
                     "SELECT id, payload, created_at FROM bench_jobs ORDER BY id LIMIT %s "
@@ -295,14 +354,15 @@ def _skip_locked_worker(dsn, batch_size, stop, out, poll, latency) -> None:
                 rows = cur.fetchall()
                 if not rows:
                     conn.commit()
-                    if stop is None or stop.is_set():
+                    if stop is None:
                         break
                     time.sleep(poll)
                     continue
                 for _id, payload, created_at in rows:
                     _noop(payload)
                     if latency:
-                        latencies.append(time.time() - created_at)
+                        (tag,) = TAG.unpack_from(payload)
+                        taken.append((latencies.setdefault(tag, []), time.time() - created_at))
                 ids = [r[0] for r in rows]
                 cur.execute(
                     f"DELETE FROM bench_jobs WHERE id IN ({', '.join(['%s'] * len(ids))})", ids
@@ -315,25 +375,40 @@ def _skip_locked_worker(dsn, batch_size, stop, out, poll, latency) -> None:
                 if exc.args[0] not in (1205, 1213):
                     raise
                 conn.rollback()
-                del latencies[taken:]
                 continue
+            for values, seconds in taken:
+                values.append(seconds)
             handled += len(rows)
             last = time.perf_counter()
     finally:
-        out.put((handled, last, latencies))
+        out.put((handled, last, latencies, cpu_seconds() - cpu_start, session_isolation))
         cur.close()
         conn.close()
 
 
+def _session_isolation(cur: Any) -> str:
+    """The session's isolation level as the server reports it, e.g. ``READ-COMMITTED``."""
+    try:
+        cur.execute("SELECT @@SESSION.transaction_isolation")
+    except MySQLdb.OperationalError:  # MariaDB before 11.1
+        cur.execute("SELECT @@SESSION.tx_isolation")
+    return str(cur.fetchone()[0])
+
+
 def skip_locked_consume(
-    dsn: str, consumers: int, messages: int, batch_size: int, sample: Callable[[], Any]
+    dsn: str,
+    consumers: int,
+    messages: int,
+    batch_size: int,
+    sample: Callable[[], Any],
+    isolation: str = "READ COMMITTED",
 ) -> dict[str, Any]:
     skip_locked_fill(dsn, messages)
     return _drain(
         "skip_locked",
         _skip_locked_worker,
         (dsn, batch_size, None),
-        (0.1, False),
+        (0.1, False, isolation),
         consumers,
         messages,
         sample,
@@ -352,7 +427,8 @@ def _drain(
     timeout: float,
 ) -> dict[str, Any]:
     """Run ``consumers`` processes ``target(*head, out, *tail)`` until each reports
-    ``(handled, last_handled_at, ...)``; the time runs from their start to the last message."""
+    ``(handled, last_handled_at, _, cpu_seconds)``; the time runs from their start to the last
+    message."""
     out = CONTEXT.Queue()
     procs = [
         CONTEXT.Process(target=target, args=(*head, out, *tail), daemon=True)
@@ -375,6 +451,9 @@ def _drain(
         "before": before,
         "after": after,
         "own_statements": 0,
+        "client_cpu_seconds": sum(r[3] for r in results),
+        # the SKIP LOCKED workers' isolation, as their sessions report it
+        "isolation": sorted({r[4] for r in results if len(r) > 4}) or None,
     }
 
 
@@ -402,8 +481,11 @@ def kombu_publish(dsn: str, queue_name: str, messages: int) -> float:
 def _kombu_worker(dsn, queue_name, out) -> None:
     from kombu import Connection
 
+    cpu_start = cpu_seconds()
     handled = 0
     last = 0.0
+    # its CPU up to its last message: it then polls an empty queue for 2 s before it exits
+    cpu_last = 0.0
     with Connection(kombu_url(dsn), transport_options={"polling_interval": 0.05}) as conn:
         q = conn.SimpleQueue(queue_name, serializer="json")
         while True:
@@ -415,8 +497,9 @@ def _kombu_worker(dsn, queue_name, out) -> None:
             message.ack()
             handled += 1
             last = time.perf_counter()
+            cpu_last = cpu_seconds()
         q.close()
-    out.put((handled, last))
+    out.put((handled, last, None, cpu_last - cpu_start if handled else 0.0))
 
 
 def kombu_consume(
@@ -433,55 +516,134 @@ def kombu_consume(
 
 # --------------------------------------------------------------------------- steady state
 
+# a publisher makes about this many calls per second at most: above, the rate takes more
+# processes (up to MAX_PUBLISHERS), then larger batches (at least MIN_BATCH messages per call)
+CALLS_PER_PUBLISHER = 50
+MAX_PUBLISHERS = 4
+MIN_BATCH = 10
 
-def _paced_publisher(dsn, topic, rate, seconds, system, out) -> None:
-    sent = 0
-    if system == "mysqlq":
-        client = mysqlq.connect(dsn)
 
-        def send(i: int) -> None:
-            client.publish(topic, struct.pack("<d", time.time()) + PAYLOAD, key=f"k{i % KEYS}")
-    else:
-        conn = connection.connect(dsn)
-        cur = conn.cursor()
+def publisher_shape(rate: float) -> tuple[int, int]:
+    """``(processes, messages per call)`` for a publisher of ``rate`` msg/s: 500 -> 1 x 10,
+    2,000 -> 2 x 20, 5,000 -> 4 x 25, 10,000 -> 4 x 50."""
+    processes = min(MAX_PUBLISHERS, max(1, math.ceil(rate / 1000)))
+    batch = max(MIN_BATCH, math.ceil(rate / processes / CALLS_PER_PUBLISHER))
+    return processes, batch
 
-        def send(i: int) -> None:
-            cur.execute(
-                "INSERT INTO bench_jobs (payload, created_at) VALUES (%s, %s)",
-                (PAYLOAD, time.time()),
-            )
 
-    start = time.perf_counter()
-    total = int(rate * seconds)
-    for i in range(total):
-        due = start + i / rate
-        delay = due - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-        send(i)
-        sent += 1
-    out.put((sent, time.perf_counter() - start))
+def _rate_publisher(dsn, system, topic, tag, rate, batch, begin, seconds, index, count, out):
+    """One of ``count`` publisher processes, each at ``rate / count`` msg/s in calls of ``batch``
+    messages, from wall time ``begin`` for ``seconds``; each message stamped with its send time.
+    Behind its schedule it sends at once (its rate is then what the server takes). Puts
+    ``(sent, seconds, error, calls)`` on ``out``, ``calls`` the seconds each call took (a
+    message's publish->handler time runs from just before its call)."""
+    sent, error, calls = 0, None, []
+    try:
+        keys = [f"k{k}" for k in range(index, KEYS, count)]  # each process its own keys
+        if system == "mysqlq":
+            client = mysqlq.connect(dsn)
+
+            def send(n: int, first: int) -> None:
+                now = time.time()
+                client.publish_batch(
+                    topic,
+                    [
+                        {
+                            "payload": STAMP.pack(now, tag) + PAYLOAD,
+                            "key": keys[(first + i) % len(keys)],
+                        }
+                        for i in range(n)
+                    ],
+                    chunk_size=n,
+                )
+        else:
+            conn = connection.connect(dsn)
+            cur = conn.cursor()
+            payload = TAG.pack(tag) + PAYLOAD
+
+            def send(n: int, first: int) -> None:
+                # one multi-row INSERT, one autocommit
+                cur.executemany(
+                    "INSERT INTO bench_jobs (payload, created_at) VALUES (%s, %s)",
+                    [(payload, time.time())] * n,
+                )
+
+        interval = batch * count / rate
+        end = begin + seconds
+        i = 0
+        while True:
+            due = begin + i * interval
+            if due >= end:
+                break
+            delay = due - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            elif time.time() >= end:
+                break
+            started = time.perf_counter()
+            send(batch, i * batch)
+            calls.append(time.perf_counter() - started)
+            sent += batch
+            i += 1
+    except Exception as exc:
+        error = repr(exc)
+    out.put((sent, time.time() - begin, error, calls))
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:
     if not values:
-        return {"p50_ms": float("nan"), "p95_ms": float("nan"), "p99_ms": float("nan")}
+        nan = float("nan")
+        return {"p50_ms": nan, "p95_ms": nan, "p99_ms": nan, "max_ms": nan}
     ordered = sorted(values)
 
     def pick(q: float) -> float:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
-    return {"p50_ms": pick(0.50), "p95_ms": pick(0.95), "p99_ms": pick(0.99)}
+    return {
+        "p50_ms": pick(0.50),
+        "p95_ms": pick(0.95),
+        "p99_ms": pick(0.99),
+        "max_ms": ordered[-1] * 1000,
+    }
 
 
-def steady_state(
-    dsn: str, system: str, rate: float, seconds: float, consumers: int
-) -> dict[str, Any]:
-    """Publish at ``rate`` msg/s for ``seconds`` while ``consumers`` processes consume."""
+def _backlog(conn: Any, system: str, topic: str, group: str) -> int:
+    if system == "mysqlq":
+        return _lag(conn, topic, group)
+    (row,) = execute_rows(conn, "SELECT COUNT(*) AS n FROM bench_jobs")
+    return int(row["n"])
+
+
+def _wait_drained(conn: Any, system: str, topic: str, group: str, timeout: float) -> int:
+    """Wait until the consumers have handled every message (at most ``timeout`` s); returns
+    what is left."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = _backlog(conn, system, topic, group)
+        if left == 0 or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+def steady_sweep(
+    dsn: str,
+    system: str,
+    rates: list[float],
+    seconds: float,
+    consumers: int,
+    poll: float = 0.1,
+) -> list[dict[str, Any]]:
+    """Publish at each of ``rates`` msg/s in turn, ``seconds`` each, while ``consumers``
+    processes consume (mysqlq subscribers with their defaults, or SKIP LOCKED workers sleeping
+    ``poll`` s when they find nothing); one result per rate, with publish->handler percentiles.
+
+    Between rates the consumers drain what is left (at most ``2 x seconds + 10`` s); a rate
+    whose backlog does not drain ends the sweep (later rates would measure its queue)."""
     topic = f"steady-{int(time.time() * 1000) % 100000}"
     group = "bench"
     stop = CONTEXT.Event()
     done = CONTEXT.Queue()
+    ready = CONTEXT.Queue()
     if system == "mysqlq":
         with mysqlq.connect(dsn) as client:
             client.subscribe(group, topic)
@@ -497,59 +659,89 @@ def steady_state(
         skip_locked_fill(dsn, 0)
         procs = [
             CONTEXT.Process(
-                target=_skip_locked_worker, args=(dsn, 10, stop, done, 0.1, True), daemon=True
+                target=_skip_locked_worker,
+                args=(dsn, 10, stop, done, poll, True, "READ COMMITTED", ready),
+                daemon=True,
             )
             for _ in range(consumers)
         ]
     for p in procs:
         p.start()
-    if system == "mysqlq":
-        # a running topic: its partitions exist and are leased before the clock starts (a key
-        # seen for the first time waits for the next lease tick)
-        watcher = connection.connect(dsn)
-        with mysqlq.connect(dsn) as client:
-            client.publish_batch(topic, [{"payload": b"", "key": f"k{i}"} for i in range(KEYS)])
-            deadline = time.monotonic() + 60
-            while _lag(watcher, topic, group) != 0:
-                if time.monotonic() > deadline:
-                    raise WorkloadError("steady state: the subscribers did not take the partitions")
-                time.sleep(0.1)
-        watcher.close()
-    else:
-        time.sleep(2.0)
-    pub_out = CONTEXT.Queue()
-    publisher = CONTEXT.Process(
-        target=_paced_publisher, args=(dsn, topic, rate, seconds, system, pub_out), daemon=True
-    )
-    publisher.start()
-    sent, took = pub_out.get(timeout=seconds * 10 + 60)
-    publisher.join(timeout=10)
-    # give the consumers time to finish what is in flight, then collect
-    deadline = time.monotonic() + 15
-    latencies: list[float] = []
-    collected = 0
-    stop_sent = False
-    while collected < len(procs):
-        if not stop_sent and time.monotonic() > deadline - 13:
-            stop.set()
-            stop_sent = True
-        try:
-            item = done.get(timeout=1)
-        except queue_module.Empty:
-            if time.monotonic() > deadline:
+    watcher = connection.connect(dsn)
+    results: list[dict[str, Any]] = []
+    try:
+        if system == "mysqlq":
+            # a running topic: its partitions exist and are leased before the clock starts (a
+            # key seen for the first time waits for the next lease tick)
+            with mysqlq.connect(dsn) as client:
+                client.publish_batch(topic, [{"payload": b"", "key": f"k{i}"} for i in range(KEYS)])
+            if _wait_drained(watcher, system, topic, group, 60):
+                raise WorkloadError("steady state: the subscribers did not take the partitions")
+        else:
+            for _ in procs:
+                ready.get(timeout=60)
+        for tag, rate in enumerate(rates):
+            result = _steady_rate(dsn, system, topic, tag, rate, seconds)
+            result["left"] = _wait_drained(watcher, system, topic, group, 2 * seconds + 10)
+            results.append(result)
+            if result["left"]:
                 break
-            continue
-        collected += 1
-        latencies.extend(item[2] if system != "mysqlq" else item)
-    stop.set()
+    finally:
+        stop.set()
+        reports = _collect(done, len(procs), timeout=40)
+        for p in procs:
+            p.join(timeout=20)
+            if p.is_alive():
+                p.kill()
+        watcher.close()
+    latencies: dict[int, list[float]] = {}
+    for report in reports:
+        by_tag = report["latencies"] if system == "mysqlq" else report[2]
+        for tag, values in by_tag.items():
+            latencies.setdefault(tag, []).extend(values)
+    for tag, result in enumerate(results):
+        values = latencies.get(tag, [])
+        result["received"] = len(values)
+        result.update(_percentiles(values))
+        result["poll_ms"] = None if system == "mysqlq" else poll * 1000
+    return results
+
+
+def _steady_rate(
+    dsn: str, system: str, topic: str, tag: int, rate: float, seconds: float
+) -> dict[str, Any]:
+    """Run the publishers of one rate; their totals."""
+    count, batch = publisher_shape(rate)
+    out = CONTEXT.Queue()
+    begin = time.time() + 0.5  # each process connects first
+    procs = [
+        CONTEXT.Process(
+            target=_rate_publisher,
+            args=(dsn, system, topic, tag, rate, batch, begin, seconds, i, count, out),
+            daemon=True,
+        )
+        for i in range(count)
+    ]
     for p in procs:
-        p.join(timeout=20)
+        p.start()
+    reports = _collect(out, count, timeout=seconds + 60)
+    for p in procs:
+        p.join(timeout=10)
         if p.is_alive():
             p.kill()
+    errors = [r[2] for r in reports if r[2]]
+    if errors or len(reports) < count:
+        raise WorkloadError(f"steady state publisher: {errors[0] if errors else 'timed out'}")
+    sent = sum(r[0] for r in reports)
+    took = max(r[1] for r in reports)
+    calls = _percentiles([seconds for r in reports for seconds in r[3]])
     return {
+        "publish_call_p50_ms": calls["p50_ms"],
+        "publish_call_p99_ms": calls["p99_ms"],
+        "rate": rate,
         "seconds": took,
         "messages": sent,
-        "received": len(latencies),
         "publish_rate": sent / took if took else 0.0,
-        **_percentiles(latencies),
+        "publishers": count,
+        "publish_batch": batch,
     }

@@ -10,6 +10,18 @@ from mysqlq.cli._common import DSN_OPTION, console, err_console, errors
 from mysqlq.connection import DSN_ENV
 
 
+def _rates(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[float, ...]:
+    if not value:
+        return ()
+    try:
+        rates = tuple(float(part) for part in value.split(",") if part.strip())
+    except ValueError:
+        raise click.BadParameter(f"not a list of numbers: {value!r}") from None
+    if not rates or min(rates) < 1:
+        raise click.BadParameter("each rate must be at least 1 msg/s")
+    return rates
+
+
 @click.command()
 @DSN_OPTION
 @click.option("--quick", is_flag=True, help="Small sizes: the whole run takes under 3 minutes.")
@@ -28,13 +40,21 @@ from mysqlq.connection import DSN_ENV
     help="Messages per consume run (default: 50,000; 5,000 with --quick).",
 )
 @click.option(
+    "--rates",
+    callback=_rates,
+    help="Steady-state publish rates, msg/s, comma-separated "
+    "(default: 500,2000,5000,10000; 500,2000 with --quick).",
+)
+@click.option(
     "--rate",
     type=click.FloatRange(min=1),
-    default=500.0,
-    show_default=True,
-    help="Steady-state publish rate, msg/s.",
+    help="One steady-state publish rate, msg/s (the same as --rates with one rate).",
 )
-@click.option("--seconds", type=click.FloatRange(min=1), help="Steady-state duration.")
+@click.option(
+    "--seconds",
+    type=click.FloatRange(min=1),
+    help="Steady-state duration per rate (default: 12; 4 with --quick).",
+)
 @click.option(
     "--rounds",
     type=click.IntRange(1),
@@ -53,7 +73,8 @@ def bench(
     no_chart: bool,
     no_kombu: bool,
     messages: int | None,
-    rate: float,
+    rates: tuple[float, ...],
+    rate: float | None,
     seconds: float | None,
     only: tuple[str, ...],
     rounds: int | None,
@@ -68,13 +89,15 @@ def bench(
     from mysqlq_dev import localserver
     from mysqlq_dev.bench import report
 
+    if rates and rate is not None:
+        raise click.UsageError("give --rates or --rate, not both")
     options = bench_module.BenchOptions(
         quick=quick,
         out=out,
         chart=not no_chart,
         kombu=not no_kombu,
         consume_messages=messages,
-        steady_rate=rate,
+        steady_rates=rates or ((rate,) if rate is not None else ()),
         steady_seconds=seconds,
         only=only,
         rounds=rounds,
