@@ -7,7 +7,10 @@ broker) and waits until every task has run. Each task appends its start time to 
 pool process; the drain rate is the tasks over the time from the first task's start to the last
 one's, so the workers' start-up is not counted. Each run has a queue of its own. With
 ``--repeat N`` the brokers take turns, N runs each; printed per broker: the median publish and
-drain rates, every run's drain rate and any task missing; then the ratios mysqlq / SQLAlchemy.
+drain rates, every run's drain rate and any task missing, and the CPU time per task (median) of
+the workers' main processes, their pool processes and the server (the database's process found
+by its pid file, RabbitMQ's beam.smp; Linux /proc), from the first task's start to the last
+one's; then the ratios mysqlq / SQLAlchemy.
 
 kombu's SQLAlchemy transport (``sqla+mysql+mysqldb://``) is the database broker Celery users on
 MySQL have; its tables (``kombu_queue``, ``kombu_message``) go into the same throwaway database.
@@ -102,6 +105,7 @@ def run(
     options: dict | None = None,
     prefetch: int = 4,
     blocking: bool = False,
+    server_pids: dict[str, int] | None = None,
 ) -> dict:
     """Publish ``tasks``, drain them with ``workers`` workers; the figures."""
     out = Path(tempfile.mkdtemp(prefix="bench_celery_"))
@@ -130,6 +134,7 @@ def run(
     publish_seconds = float(publisher.stdout.split()[-1])
     # the workers come up together and start on a backlog
     celery = Path(sys.executable).parent / "celery"
+    server_pids = server_pids or {}
     procs = []
     for i in range(workers):
         log = (out / f"worker{i}.log").open("wb")
@@ -164,14 +169,22 @@ def run(
         )
     deadline = time.monotonic() + timeout
     died: list[int] = []
+    # CPU seconds of the workers' main processes, their pool processes and the servers, from
+    # the first task seen to the last one (start-up left out)
+    cpu_start: tuple[int, dict[str, float]] | None = None
+    cpu_end: tuple[int, dict[str, float]] | None = None
     try:
         while time.monotonic() < deadline:
-            if len(read_runs(out)) >= tasks:
+            seen = len(read_runs(out))
+            if seen and cpu_start is None:
+                cpu_start = (seen, cpu_sample(procs, server_pids))
+            if seen >= tasks:
+                cpu_end = (seen, cpu_sample(procs, server_pids))
                 break
             died = [i for i, p in enumerate(procs) if p.poll() is not None]
             if len(died) == workers:
                 break
-            time.sleep(0.2)
+            time.sleep(0.05)
     finally:
         died = [i for i, p in enumerate(procs) if p.poll() is not None]
         for p in procs:
@@ -189,6 +202,10 @@ def run(
     span = (starts[-1] - starts[0]) if len(starts) > 1 else 0.0
     logs = {i: (out / f"worker{i}.log").read_text(errors="replace") for i in range(workers)}
     shutil.rmtree(out, ignore_errors=True)
+    cpu = {}
+    if cpu_start and cpu_end and cpu_end[0] > cpu_start[0]:
+        n = cpu_end[0] - cpu_start[0]
+        cpu = {k: (cpu_end[1][k] - cpu_start[1].get(k, 0.0)) * 1e6 / n for k in cpu_end[1]}
     return {
         "tasks": tasks,
         "ran": len(runs),
@@ -197,8 +214,57 @@ def run(
         "drain_seconds": span,
         "drain_rate": (len(runs) - 1) / span if span else 0.0,
         "died": died,
+        "cpu_us": cpu,
         "errors": {i: tail_errors(text) for i, text in logs.items() if tail_errors(text)},
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc; 0 when unreadable)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid: int) -> list[int]:
+    kids: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            kids += [int(k) for k in task.read_text().split()]
+    return kids
+
+
+def cpu_sample(procs: list, server_pids: dict[str, int]) -> dict[str, float]:
+    """CPU seconds so far: the workers' main processes, their pool processes, each server."""
+    main = sum(cpu_seconds(p.pid) for p in procs)
+    pool = sum(cpu_seconds(k) for p in procs for k in children(p.pid))
+    sample = {"worker main": main, "pool": pool}
+    for name, pid in server_pids.items():
+        sample[name] = cpu_seconds(pid)
+    return sample
+
+
+def database_pid(conn) -> int | None:
+    """The pid of a server on this machine (its pid file), else None."""
+    cur = conn.cursor()
+    cur.execute("SELECT @@pid_file")
+    (path,) = cur.fetchone()
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        pid = int(Path(path).read_text().split()[0])
+        if Path(f"/proc/{pid}").exists():
+            return pid
+    return None
+
+
+def process_named(name: str) -> int | None:
+    """The pid of a process whose command is ``name`` (the RabbitMQ node: beam.smp), or None."""
+    for stat in Path("/proc").glob("[0-9]*/comm"):
+        with contextlib.suppress(OSError):
+            if stat.read_text().strip() == name:
+                return int(stat.parent.name)
+    return None
 
 
 def read_runs(out: Path) -> list[tuple[int, float]]:
@@ -229,6 +295,12 @@ def publish(tasks: int) -> None:
 # --------------------------------------------------------------------------- main
 
 
+def server_pids(broker: str, db_pid: int | None) -> dict[str, int]:
+    """The server processes whose CPU a run of ``broker`` is charged with (when local)."""
+    pid = process_named("beam.smp") if broker == "rabbitmq" else db_pid
+    return {} if pid is None else {"server": pid}
+
+
 def summary(name: str, runs: list[dict]) -> dict:
     """The median run of a broker's repeats, and its line."""
     publish = statistics.median(r["publish_rate"] for r in runs)
@@ -242,6 +314,16 @@ def summary(name: str, runs: list[dict]) -> dict:
         + (f"; workers that exited early: {died}" if died else ""),
         flush=True,
     )
+    parts = sorted({k for r in runs for k in r["cpu_us"]})
+    if parts:
+        cpu = {k: statistics.median(r["cpu_us"].get(k, 0.0) for r in runs) for k in parts}
+        total = sum(cpu.values())
+        print(
+            f"{'':>10}  CPU per task (median, us): "
+            + ", ".join(f"{k} {v:.0f}" for k, v in cpu.items())
+            + f"; total {total:.0f}",
+            flush=True,
+        )
     return {"publish_rate": publish, "drain_rate": drain}
 
 
@@ -303,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         cur = conn.cursor()
         cur.execute("SELECT VERSION()")
         (version,) = cur.fetchone()
+        db_pid = database_pid(conn)
         conn.close()
         rest = db.dsn.split("://", 1)[1]
         brokers = {
@@ -339,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
                     opts,
                     args.prefetch_multiplier,
                     blocking=name == "mysqlq-blocking",
+                    server_pids=server_pids(name, db_pid),
                 )
                 runs[name].append(r)
                 for w, text in r["errors"].items():

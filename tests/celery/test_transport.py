@@ -195,3 +195,42 @@ def test_a_key_header_picks_the_partition(kombu_connection, conn) -> None:
     assert [m.payload for m in got] == list(range(6))
     for m in got:
         m.ack()
+
+
+def test_a_small_prefetch_window_still_fetches_in_large_batches(kombu_connection) -> None:
+    """Celery's window is small (prefetch multiplier x concurrency, 8 here), but the transport
+    holds at least 64 (window + buffer) and fetches once half of that is free: a database call
+    brings up to 64 messages, not one window's worth (16 at most: 13 calls or more for 200).
+    Later fetches may bring fewer: a partition serves its next batch once the last one's acks
+    reach the database."""
+    from kombu import Consumer, Queue
+
+    c = kombu_connection(**FAST)
+    jobs = Queue("batched", routing_key="batched")
+    with c.Producer() as producer:
+        for i in range(200):
+            producer.publish({"i": i}, routing_key="batched", declare=[jobs])
+    broker = c.transport.broker
+    sizes: list[int] = []
+    fetch = broker.fetch
+
+    def counted(*args, **kwargs):
+        rows = fetch(*args, **kwargs)
+        sizes.append(len(rows))
+        return rows
+
+    broker.fetch = counted
+    got: list[int] = []
+
+    def on_message(body, message) -> None:
+        got.append(body["i"])
+        message.ack()
+
+    with Consumer(c.channel(), [jobs], callbacks=[on_message], prefetch_count=8):
+        deadline = time.monotonic() + 30
+        while len(got) < 200 and time.monotonic() < deadline:
+            c.drain_events(timeout=5)
+    assert sorted(got) == list(range(200))
+    batches = [n for n in sizes if n]
+    assert batches[0] >= 32, batches
+    assert len(batches) <= 10, batches

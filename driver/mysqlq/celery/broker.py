@@ -198,6 +198,10 @@ class Broker:
     def hold(self, tag: Any, group: str, triple: Triple) -> None:
         self.keeper.hold(tag, group, triple)
 
+    def hold_many(self, group: str, rows: list[dict]) -> None:
+        """Hold every delivery of a fetch's rows (tag ``mysqlq:<partition>:<offset>:<token>``)."""
+        self.keeper.hold_many(group, rows)
+
     def settle(self, tag: Any, action: str, *extra: Any) -> bool:
         return self.keeper.settle(tag, action, *extra)
 

@@ -15,7 +15,7 @@ from kombu.transport import virtual
 from kombu.utils import json as kombu_json
 
 from mysqlq.celery.broker import Broker
-from mysqlq.celery.keeper import ACK, DEAD_LETTER, NACK, RELEASE
+from mysqlq.celery.keeper import ACK, DEAD_LETTER, NACK, RELEASE, tag_of
 from mysqlq.celery.options import Options
 from mysqlq.celery.session import CALL_WINDOW, Session
 
@@ -26,6 +26,10 @@ log = logging.getLogger("mysqlq.celery")
 MAX_DELAY_MS = 31_536_000_000
 # the pause of a prefetch thread that polls several queues and found none with a message
 IDLE_PAUSE = 0.1
+# the least a prefetch thread holds (its prefetch window and its buffer) with the default
+# fetch_ahead: it fetches half of that or more at a time, as a database call costs about the same
+# for 1 or 50 messages
+MIN_HELD = 64
 # header (or message property) naming the partition key of a task: tasks with the same key are
 # delivered in publish order (docs/celery.md)
 KEY_HEADER = "mysqlq_key"
@@ -59,14 +63,20 @@ def eta_delay_ms(headers: dict[str, Any] | None, now: float | None = None) -> in
 class Channel(virtual.Channel):
     """A kombu channel whose queues are mysqlq topics (see the module documentation).
 
+    Settling costs the consumer thread no thread switch: an ack is queued for the keeper (which
+    is woken only by the first of a batch), wakes the prefetch thread only when it waits for
+    room and there is room now (:meth:`poke`), and wakes the event loop only when a buffered
+    message became deliverable (in the loop's own thread, with ``call_soon``, not the pipe).
+
     A consuming channel runs a prefetch thread with a fetch session of its own: it fetches into
     a buffer, which the consumer thread delivers from as Celery's prefetch window
     (``worker_prefetch_multiplier`` x concurrency) allows. The buffer holds up to
-    ``fetch_ahead`` messages (default: one window) beyond the window: the database round trip
-    is off the consumer thread, a pool process that finishes a task finds the next one waiting,
-    and a fetch brings half a window or more. Buffered messages are held like delivered ones
-    (renewed, released at a graceful stop); they come from partitions this worker leases, which
-    no other worker would serve meanwhile.
+    ``fetch_ahead`` messages (default: one window, and at least ``MIN_HELD`` in all) beyond the
+    window: the database round trip is off the consumer thread, a pool process that finishes a
+    task finds the next one waiting, and a fetch brings half of window + buffer or more (a call
+    costs the database about the same for 1 or 50 messages). Buffered messages are held like
+    delivered ones (renewed, released at a graceful stop); they come from partitions this worker
+    leases, which no other worker would serve meanwhile.
     """
 
     supports_fanout = False
@@ -80,6 +90,10 @@ class Channel(virtual.Channel):
         self._session: Session | None = None
         self._fetcher: threading.Thread | None = None
         self._stopping = False
+        # set to wake the prefetch thread (room freed, a consumer added, closing); it waits on
+        # it only when it has nothing to fetch, and poke() sets it only then
+        self._poked = threading.Event()
+        self._idle = False
 
     @property
     def broker(self) -> Broker:
@@ -129,6 +143,7 @@ class Channel(virtual.Channel):
         if no_ack:
             self._noack_queues.add(queue)
         result = super().basic_consume(queue, no_ack, callback, consumer_tag, **kw)
+        self._poked.set()
         self.ensure_fetcher()
         return result
 
@@ -159,6 +174,7 @@ class Channel(virtual.Channel):
             self.broker.start_consuming(topic, topic)
             self._got_queues.add(queue)
         rows = self.broker.fetch(self.session, topic, topic, 1, 0)
+        self.broker.hold_many(topic, rows)
         payload = self._received(rows[0], topic, no_ack) if rows else None
         if payload is None:
             return None
@@ -169,6 +185,7 @@ class Channel(virtual.Channel):
 
     def basic_qos(self, prefetch_size: int = 0, prefetch_count: int = 0, apply_global=False):
         super().basic_qos(prefetch_size, prefetch_count, apply_global)
+        self._poked.set()
         self.connection.wake()  # a larger window: buffered messages may be deliverable now
 
     def _get(self, queue: str, timeout: float | None = None) -> dict[str, Any]:
@@ -183,10 +200,18 @@ class Channel(virtual.Channel):
         of that is free (fewer, larger fetches, while the rest keeps the pool busy); else 0."""
         o = self.options
         window = min(self.qos.prefetch_count or o.max_fetch, o.max_fetch)
-        ahead = window if o.fetch_ahead is None else o.fetch_ahead
+        ahead = o.fetch_ahead
+        if ahead is None:  # one window, and at least MIN_HELD held in all
+            ahead = min(max(window, MIN_HELD - window), o.max_fetch)
         free = self.qos.can_consume_max_estimate()
         room = (window if free is None else min(free, window)) + ahead - len(self._buffer)
         return min(room, o.max_fetch) if room >= (window + ahead + 1) // 2 else 0
+
+    def poke(self) -> None:
+        """Wake the prefetch thread if it waits for room and there is room now (any thread)."""
+        if self._idle and self._room() > 0:
+            self._idle = False
+            self._poked.set()
 
     def _fetch_loop(self) -> None:
         transport = self.connection
@@ -199,9 +224,11 @@ class Channel(virtual.Channel):
             if not queues or room <= 0:
                 if self.deliverable():
                     transport.wake()  # what the consumer thread may not have seen
-                with ready:
-                    if not self._stopping:
-                        ready.wait(max(o.polling_interval, IDLE_PAUSE))
+                self._poked.clear()
+                self._idle = True
+                if self._room() <= 0 or not self._active_queues:  # else freed meanwhile
+                    self._poked.wait(max(o.polling_interval, IDLE_PAUSE))
+                self._idle = False
                 continue
             queue = queues[turn % len(queues)]
             turn += 1
@@ -214,6 +241,7 @@ class Channel(virtual.Channel):
                 transport.fail(exc)  # the consumer thread raises it: kombu reconnects
                 return
             no_ack = queue in self._noack_queues
+            self.broker.hold_many(topic, rows)
             fetched = []
             for row in rows:
                 payload = self._received(row, topic, no_ack)
@@ -228,7 +256,8 @@ class Channel(virtual.Channel):
                 if fetched:
                     transport.wake()
                 elif len(queues) > 1 and turn % len(queues) == 0:
-                    ready.wait(min(o.polling_interval, IDLE_PAUSE))
+                    self._poked.clear()
+                    self._poked.wait(min(o.polling_interval, IDLE_PAUSE))
 
     def deliverable(self) -> bool:
         return bool(self._buffer) and bool(self._consumers) and self.qos.can_consume()
@@ -267,8 +296,7 @@ class Channel(virtual.Channel):
         acked at once for a no-ack consumer); None for a row that is no kombu message (it goes
         to the DLQ)."""
         triple = (int(row["partition_id"]), int(row["offset"]), int(row["token"]))
-        tag = "mysqlq:{}:{}:{}".format(*triple)
-        self.broker.hold(tag, group, triple)
+        tag = tag_of(triple)
         try:
             payload = kombu_json.loads(bytes(row["payload"]).decode("utf-8"))
             props = payload["properties"]
@@ -294,19 +322,21 @@ class Channel(virtual.Channel):
     # settling ------------------------------------------------------------------------------
 
     def basic_ack(self, delivery_tag: Any, multiple: bool = False) -> None:
-        self.broker.settle(delivery_tag, ACK)
+        # the window first: the settle's wake-up looks at it
         super().basic_ack(delivery_tag, multiple=multiple)
+        self.broker.settle(delivery_tag, ACK)
 
     def basic_reject(self, delivery_tag: Any, requeue: bool = False) -> None:
         if requeue:
             # Celery requeues a task whose worker process died (task_reject_on_worker_lost) or
             # that raised Reject(requeue=True): the handler ran, so the attempt counts
-            self.broker.settle(delivery_tag, NACK, 0, "rejected with requeue")
+            action: tuple[Any, ...] = (NACK, 0, "rejected with requeue")
         elif self.options.dead_letter_rejected:
-            self.broker.settle(delivery_tag, DEAD_LETTER, "rejected")
+            action = (DEAD_LETTER, "rejected")
         else:
-            self.broker.settle(delivery_tag, ACK)
+            action = (ACK,)
         self.qos.reject(delivery_tag, requeue=False)
+        self.broker.settle(delivery_tag, *action)
 
     def _restore(self, message: Any) -> None:
         # an unacked message given back when the channel closes (at a warm shutdown, the
@@ -334,6 +364,7 @@ class Channel(virtual.Channel):
     def close(self) -> None:
         if not self.closed and self.connection is not None:
             self._stopping = True
+            self._poked.set()
             with self.connection.ready:
                 self.connection.ready.notify_all()
             fetcher = self._fetcher

@@ -31,13 +31,20 @@ from typing import Any
 from mysqlq.celery.options import Options
 from mysqlq.celery.session import CALL_WINDOW, Session
 
-__all__ = ["ACK", "DEAD_LETTER", "NACK", "RELEASE", "Keeper", "Triple"]
+__all__ = ["ACK", "DEAD_LETTER", "NACK", "RELEASE", "Keeper", "Triple", "tag_of"]
 
 log = logging.getLogger("mysqlq.celery")
 
 Triple = tuple[int, int, int]  # [partition_id, offset, token]: a delivery's handle
 
 ACK, NACK, RELEASE, DEAD_LETTER, DEREGISTER = "ack", "nack", "release", "dead_letter", "deregister"
+
+
+def tag_of(triple: Triple) -> str:
+    """The kombu delivery tag of a delivery: ``mysqlq:<partition_id>:<offset>:<token>``."""
+    return f"mysqlq:{triple[0]}:{triple[1]}:{triple[2]}"
+
+
 # triples per settle call (the procedures take up to 100000)
 SETTLE_CHUNK = 5000
 
@@ -110,6 +117,16 @@ class Keeper:
         with self.lock:
             self._held[tag] = (group, triple)
 
+    def hold_many(self, group: str, rows: list[dict]) -> None:
+        """Hold every delivery of a fetch's rows, under one lock (tags as ``hold``'s callers
+        make them: ``mysqlq:<partition>:<offset>:<token>``)."""
+        entries = []
+        for row in rows:
+            triple = (int(row["partition_id"]), int(row["offset"]), int(row["token"]))
+            entries.append((tag_of(triple), (group, triple)))
+        with self.lock:
+            self._held.update(entries)
+
     def settle(self, tag: Any, action: str, *extra: Any) -> bool:
         """Settle a held delivery (ack, nack, release, dead_letter) in the next flush; False when
         it is not held (settled already, or delivered before a fork)."""
@@ -125,9 +142,10 @@ class Keeper:
     def _queue(self, op: tuple[Any, ...]) -> None:
         """(under the lock)"""
         if not self._ops:
+            # the first pending settle sets the thread's deadline; the others wake no one
             self._first_op_at = time.monotonic()
+            self._wake.notify()
         self._ops.append(op)
-        self._wake.notify()
 
     # the thread ----------------------------------------------------------------------------
 

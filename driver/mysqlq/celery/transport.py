@@ -76,8 +76,9 @@ class Transport(virtual.Transport):
     # no fanout: broadcast (remote control, mingle, gossip) needs bindings shared between
     # processes, which this transport does not keep; Celery leaves those features off.
     # asynchronous: Celery's worker runs its event loop (the hub) on a pipe the prefetch threads
-    # and the settles write to, and gives each pool process queues of its own (its blocking
-    # pool's shared queue stays locked when a pool process dies while waiting for a task)
+    # write to (and on call_soon for the acks in its own thread), and gives each pool process
+    # queues of its own (its blocking pool's shared queue stays locked when a pool process dies
+    # while waiting for a task)
     implements = virtual.Transport.implements.extend(
         asynchronous=True, exchange_type=frozenset(["direct", "topic"]), heartbeats=False
     )
@@ -97,13 +98,29 @@ class Transport(virtual.Transport):
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._signaled = False
+        self._loop_thread: int | None = None
 
     def wake(self) -> None:
-        """Something may be deliverable (messages buffered, prefetch room freed): wake the
-        consumer thread, or the event loop. Any thread."""
+        """Something may be deliverable (messages buffered, prefetch room freed): wake a
+        prefetch thread waiting for room, and the consumer thread or the event loop when
+        something is deliverable. Any thread; called after every settle, so it wakes no thread
+        that would find nothing to do."""
+        channels = list(self.channels)
+        for channel in channels:
+            channel.poke()
+        if self._loop is None:
+            with self.ready:
+                self.ready.notify_all()
+            return
+        if self._signaled or not any(c.deliverable() for c in channels):
+            return
+        if threading.get_ident() == self._loop_thread:
+            # an ack in the event loop's own thread: deliver at its next turn, no pipe
+            self._signaled = True
+            self._loop.call_soon(self.on_readable)
+            return
         with self.ready:
-            self.ready.notify_all()
-            if self._loop is not None and not self._signaled:
+            if not self._signaled:
                 self._signaled = True
                 with contextlib.suppress(OSError):
                     os.write(self._wake_w, b"!")
@@ -112,18 +129,23 @@ class Transport(virtual.Transport):
         """A prefetch thread failed: the consumer thread raises ``exc`` at its next drain."""
         with self.ready:
             self._failure = exc
-        self.wake()
+            self.ready.notify_all()
+            if self._loop is not None and not self._signaled:
+                self._signaled = True
+                with contextlib.suppress(OSError):
+                    os.write(self._wake_w, b"!")
 
     def register_with_event_loop(self, connection: Any, loop: Any) -> None:
         self._loop = loop
         loop.add_reader(self._wake_r, self.on_readable)
         # a timer every second: the loop never sleeps longer (a warm shutdown is noticed at
         # once), and nothing deliverable waits longer than that for a wake-up it missed
-        loop.call_repeatedly(1.0, self.wake)
-        self.wake()  # deliver what is buffered already
+        loop.call_repeatedly(1.0, self.on_readable)
+        loop.call_soon(self.on_readable)  # deliver what is buffered already
 
     def on_readable(self) -> None:
         """(the event loop) Deliver what the prefetch window allows."""
+        self._loop_thread = threading.get_ident()
         with self.ready:
             with contextlib.suppress(OSError):
                 while os.read(self._wake_r, 4096):
