@@ -19,6 +19,36 @@ p_action = {{ m.ACTION_ACK }} OR p_action = {{ m.ACTION_RELEASE }} OR (p_action 
 {% macro row_attempts() %}
 IF(p_action = {{ m.ACTION_RELEASE }}, GREATEST(v_attempts - 1, 0), v_attempts)
 {%- endmacro %}
+{#- The deliveries grouped by partition, as r: r_n offsets named, r_distinct (their count of
+    distinct offsets where it is cheap to work out: one element, or single offsets only; else -1),
+    the lowest and highest offset and token, and the longest run one element names. -#}
+{% macro runs_by_partition() %}
+(
+            SELECT
+                d.d_pid AS r_pid,
+                SUM(d.d_last - d.d_first + 1) AS r_n,
+                IF(
+                    COUNT(*) = 1 OR (SUM(d.d_run) = 0 AND COUNT(DISTINCT d.d_first) = COUNT(*)),
+                    SUM(d.d_last - d.d_first + 1),
+                    -1
+                ) AS r_distinct,
+                MIN(d.d_first) AS r_min,
+                MAX(d.d_last) AS r_max,
+                MIN(d.d_tok) AS r_mintok,
+                MAX(d.d_tok) AS r_maxtok,
+                MAX(d.d_last - d.d_first + 1) AS r_span
+            FROM
+                {{ m.deliveries_table('p_deliveries') }}
+            GROUP BY d.d_pid
+        ) AS r
+{%- endmacro %}
+{#- The partition's deliveries are one in-order run of its current cursor batch (offsets o, runs r):
+    an ack moves the watermark past them and writes no row (with no delivery-state rows). -#}
+{% macro in_order_run() %}
+r.r_distinct = r.r_n AND r.r_min = o.offset_acked + 1 AND r.r_max = r.r_min + r.r_n - 1
+            AND r.r_min >= o.cursor_start AND r.r_max <= o.cursor_pos
+            AND r.r_mintok = o.cursor_token AND r.r_maxtok = o.cursor_token
+{%- endmacro %}
 -- Applies one outcome to a list of deliveries [[partition_id, offset, token], ...] in the transaction
 -- the caller opened; a stale token is counted and left alone (G4). Counts go to the OUT parameters.
 CREATE PROCEDURE queue__settle_apply(
@@ -40,8 +70,8 @@ CREATE PROCEDURE queue__settle_apply(
 )
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
-BEGIN
-    DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};
+BEGIN  -- noqa: LT02
+    DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};  -- noqa: PRS,LT02
     DECLARE v_done INT DEFAULT 0;
     DECLARE v_pid BIGINT;
     DECLARE v_off BIGINT;
@@ -72,6 +102,11 @@ BEGIN
     DECLARE v_maxtok BIGINT;
     -- the longest run of offsets one element names (message-by-message path)
     DECLARE v_span BIGINT;
+    -- the common ack (below): partitions named, of them those it settles, and the offsets named
+    -- (v_fast stays -1 where that path is not tried)
+    DECLARE v_parts INT DEFAULT 0;
+    DECLARE v_fast INT DEFAULT -1;
+    DECLARE v_fast_n INT DEFAULT 0;
     -- 1: an extend reached a message of the current cursor batch, whose visibility is the batch's
     DECLARE v_extend_cursor INT;
     -- the deliveries by partition: an ack of a whole in-order run settles in one step. An element
@@ -98,170 +133,219 @@ BEGIN
         ORDER BY d.d_pid;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
 
+    -- the common ack: each partition's deliveries are one in-order run of its current cursor batch,
+    -- and it has no delivery-state rows. Then two statements settle every partition at once: one
+    -- locks their offsets rows (and any delivery-state rows: a locking read sees the latest
+    -- ones) and checks them all, one moves the watermarks. Otherwise, or if one partition is not
+    -- so, the loop below does all of them
+    IF p_action = {{ m.ACTION_ACK }} AND p_locking = 0 THEN
+        -- (the partitions' runs sorted first, alone, and the rows locked in that order, as the
+        -- loop does: two settles naming the same partitions in different orders cannot deadlock)
+        SELECT
+            COUNT(DISTINCT r.r_pid),
+            COUNT(DISTINCT IF({{ in_order_run() }} AND s.partition_id IS NULL, r.r_pid, NULL)),
+            COALESCE(SUM(r.r_n), 0)
+        INTO v_parts, v_fast, v_fast_n
+        FROM (
+            SELECT r.*
+            FROM {{ runs_by_partition() }}
+            ORDER BY r.r_pid
+            LIMIT 1000000000  -- noqa: AM09
+        ) AS r
+        LEFT JOIN queue_offsets AS o ON o.group_name = p_group AND o.partition_id = r.r_pid
+        LEFT JOIN queue_delivery_state AS s ON s.group_name = p_group AND s.partition_id = r.r_pid
+        FOR UPDATE;
+        IF v_fast = v_parts THEN
+            -- (the runs first, each offsets row then found by its key: read by the group alone,
+            -- the rows would be locked one after the other, other subscribers' partitions too)
+            UPDATE (
+                SELECT
+                    e.e_pid AS r_pid,
+                    SUM(IF(e.e_fourth IS NULL, 1, e.e_third - e.e_first + 1)) AS r_n,
+                    MAX(IF(e.e_fourth IS NULL, e.e_first, e.e_third)) AS r_max
+                FROM JSON_TABLE(p_deliveries, '$[*]' COLUMNS (
+                    e_pid BIGINT PATH '$[0]',
+                    e_first BIGINT PATH '$[1]',
+                    e_third BIGINT PATH '$[2]',
+                    e_fourth BIGINT PATH '$[3]'
+                )) AS e
+                GROUP BY e.e_pid
+            ) AS r
+            STRAIGHT_JOIN queue_offsets AS o ON o.group_name = p_group AND o.partition_id = r.r_pid
+            SET
+                o.offset_acked = r.r_max,
+                o.cursor_pending = o.cursor_pending - r.r_n,
+                o.updated_at = v_now;
+            SET v_settled = v_fast_n;
+        END IF;
+    END IF;
+
     -- the offsets row lock orders every writer of a partition's delivery state; under READ
     -- COMMITTED (queue__settle's own transaction) plain reads after it are current
-    OPEN c_partitions;
-    partition_loop: LOOP
-        SET v_done = 0;
-        FETCH c_partitions INTO v_pid, v_n, v_distinct, v_min, v_max, v_mintok, v_maxtok, v_span;
-        IF v_done = 1 THEN
-            LEAVE partition_loop;
-        END IF;
+    IF v_fast < 0 OR v_fast <> v_parts THEN
+        OPEN c_partitions;
+        partition_loop: LOOP
+            SET v_done = 0;
+            FETCH c_partitions INTO v_pid, v_n, v_distinct, v_min, v_max, v_mintok, v_maxtok, v_span;
+            IF v_done = 1 THEN
+                LEAVE partition_loop;
+            END IF;
 
-        SET v_known = 0;
-        SET v_extend_cursor = 0;
-        SELECT
-            1,
-            o.offset_acked,
-            o.cursor_start,
-            o.cursor_pos,
-            o.cursor_token,
-            o.cursor_attempt,
-            o.cursor_pending
-        INTO v_known, v_wm, v_cstart, v_cpos, v_ctok, v_cattempt, v_cpending
-        FROM queue_offsets AS o
-        WHERE o.group_name = p_group AND o.partition_id = v_pid
-        FOR UPDATE;
-        IF p_locking = 1 THEN
-            SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
-            WHERE s.group_name = p_group AND s.partition_id = v_pid
+            SET v_known = 0;
+            SET v_extend_cursor = 0;
+            SELECT
+                1,
+                o.offset_acked,
+                o.cursor_start,
+                o.cursor_pos,
+                o.cursor_token,
+                o.cursor_attempt,
+                o.cursor_pending
+            INTO v_known, v_wm, v_cstart, v_cpos, v_ctok, v_cattempt, v_cpending
+            FROM queue_offsets AS o
+            WHERE o.group_name = p_group AND o.partition_id = v_pid
             FOR UPDATE;
-        ELSE
-            SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
-            WHERE s.group_name = p_group AND s.partition_id = v_pid;
-        END IF;
-        IF p_action = {{ m.ACTION_NACK }} THEN
-            -- (only a nack at the last attempt reads it)
-            SELECT MAX(s.max_attempts) INTO v_max_attempts
-            FROM queue_partitions AS p
-            INNER JOIN queue_subscriptions AS s ON p.topic = s.topic AND s.group_name = p_group
-            WHERE p.partition_id = v_pid;
-        END IF;
+            IF p_locking = 1 THEN
+                SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
+                WHERE s.group_name = p_group AND s.partition_id = v_pid
+                FOR UPDATE;
+            ELSE
+                SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
+                WHERE s.group_name = p_group AND s.partition_id = v_pid;
+            END IF;
+            IF p_action = {{ m.ACTION_NACK }} THEN
+                -- (only a nack at the last attempt reads it)
+                SELECT MAX(s.max_attempts) INTO v_max_attempts
+                FROM queue_partitions AS p
+                INNER JOIN queue_subscriptions AS s ON p.topic = s.topic AND s.group_name = p_group
+                WHERE p.partition_id = v_pid;
+            END IF;
 
-        IF
-            p_action = {{ m.ACTION_ACK }} AND v_known = 1 AND v_state_rows = 0 AND v_distinct = v_n
-            AND v_min = v_wm + 1 AND v_max = v_min + v_n - 1
-            AND v_min >= v_cstart AND v_max <= v_cpos AND v_mintok = v_ctok AND v_maxtok = v_ctok
-        THEN
-            -- the in-order run of the current cursor batch: the watermark moves past it, no rows
-            SET v_wm = v_max;
-            SET v_cpending = v_cpending - v_n;
-            SET v_settled = v_settled + v_n;
-        ELSE
-            -- anything else, message by message
-            BEGIN
-                DECLARE v_mdone INT DEFAULT 0;
-                DECLARE c_messages CURSOR FOR
-                    SELECT
-                        d.d_first + seq.seq_n - 1 AS d_off,
-                        d.d_tok
-                    FROM
-                        {{ m.deliveries_table('p_deliveries') }}
-                    INNER JOIN JSON_TABLE(
-                        CONCAT('[', REPEAT('0,', v_span - 1), '0]'), '$[*]' COLUMNS (seq_n FOR ORDINALITY)
-                    ) AS seq ON seq.seq_n <= d.d_last - d.d_first + 1
-                    WHERE d.d_pid = v_pid
-                    ORDER BY d_off;
-                DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_mdone = 1;
-                OPEN c_messages;
-                message_loop: LOOP
-                    SET v_mdone = 0;
-                    FETCH c_messages INTO v_off, v_tok;
-                    IF v_mdone = 1 THEN
-                        LEAVE message_loop;
-                    END IF;
-
-                    -- which delivery of this message is current, if any
-                    SET v_has_row = 0;
-                    IF v_known = 1 AND v_off > v_wm AND v_state_rows > 0 THEN
+            IF
+                p_action = {{ m.ACTION_ACK }} AND v_known = 1 AND v_state_rows = 0 AND v_distinct = v_n
+                AND v_min = v_wm + 1 AND v_max = v_min + v_n - 1
+                AND v_min >= v_cstart AND v_max <= v_cpos AND v_mintok = v_ctok AND v_maxtok = v_ctok
+            THEN
+                -- the in-order run of the current cursor batch: the watermark moves past it, no rows
+                SET v_wm = v_max;
+                SET v_cpending = v_cpending - v_n;
+                SET v_settled = v_settled + v_n;
+            ELSE
+                -- anything else, message by message
+                BEGIN
+                    DECLARE v_mdone INT DEFAULT 0;
+                    DECLARE c_messages CURSOR FOR
                         SELECT
-                            1,
-                            s.state,
-                            s.token,
-                            s.attempts
-                        INTO v_has_row, v_state, v_rtok, v_rattempts
-                        FROM queue_delivery_state AS s
-                        WHERE s.group_name = p_group AND s.partition_id = v_pid AND s.msg_offset = v_off
-                        FOR UPDATE;
-                    END IF;
-
-                    IF v_known = 0 OR v_off <= v_wm THEN
-                        SET v_stale = v_stale + 1;
-                    ELSEIF v_has_row = 1 AND (v_state <> {{ m.STATE_IN_FLIGHT }} OR v_rtok <> v_tok) THEN
-                        SET v_stale = v_stale + 1;
-                    ELSEIF v_has_row = 0 AND NOT (v_off BETWEEN v_cstart AND v_cpos AND v_tok = v_ctok) THEN
-                        SET v_stale = v_stale + 1;
-                    ELSEIF p_action = {{ m.ACTION_EXTEND }} AND v_has_row = 0 THEN
-                        -- the batch's deadline moves for all of it (one fetch delivered it to
-                        -- one subscriber): no row, so the in-order ack path stays open
-                        SET v_extend_cursor = 1;
-                        SET v_settled = v_settled + 1;
-                    ELSE
-                        SET v_attempts = IF(v_has_row = 1, v_rattempts, v_cattempt);
-                        IF v_has_row = 0 THEN
-                            -- the message leaves the cursor batch, whatever the outcome
-                            SET v_cpending = v_cpending - 1;
+                            d.d_first + seq.seq_n - 1 AS d_off,
+                            d.d_tok
+                        FROM
+                            {{ m.deliveries_table('p_deliveries') }}
+                        INNER JOIN JSON_TABLE(
+                            CONCAT('[', REPEAT('0,', v_span - 1), '0]'), '$[*]' COLUMNS (seq_n FOR ORDINALITY)
+                        ) AS seq ON seq.seq_n <= d.d_last - d.d_first + 1
+                        WHERE d.d_pid = v_pid
+                        ORDER BY d_off;
+                    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_mdone = 1;
+                    OPEN c_messages;
+                    message_loop: LOOP
+                        SET v_mdone = 0;
+                        FETCH c_messages INTO v_off, v_tok;
+                        IF v_mdone = 1 THEN
+                            LEAVE message_loop;
                         END IF;
-                        IF p_action = {{ m.ACTION_ACK }} AND v_has_row = 0 AND v_off = v_wm + 1 THEN
-                            -- the in-order path: no row written, the watermark moves
-                            SET v_wm = v_wm + 1;
-                        ELSEIF {{ goes_to_dlq() }} THEN
-                            CALL queue__dead_letter_one(p_group, v_pid, v_off, v_attempts, p_error, v_now);
-                            SET v_dead = v_dead + 1;
-                            SET v_state_rows = v_state_rows + 1;
+
+                        -- which delivery of this message is current, if any
+                        SET v_has_row = 0;
+                        IF v_known = 1 AND v_off > v_wm AND v_state_rows > 0 THEN
+                            SELECT
+                                1,
+                                s.state,
+                                s.token,
+                                s.attempts
+                            INTO v_has_row, v_state, v_rtok, v_rattempts
+                            FROM queue_delivery_state AS s
+                            WHERE s.group_name = p_group AND s.partition_id = v_pid AND s.msg_offset = v_off
+                            FOR UPDATE;
+                        END IF;
+
+                        IF v_known = 0 OR v_off <= v_wm THEN
+                            SET v_stale = v_stale + 1;
+                        ELSEIF v_has_row = 1 AND (v_state <> {{ m.STATE_IN_FLIGHT }} OR v_rtok <> v_tok) THEN
+                            SET v_stale = v_stale + 1;
+                        ELSEIF v_has_row = 0 AND NOT (v_off BETWEEN v_cstart AND v_cpos AND v_tok = v_ctok) THEN
+                            SET v_stale = v_stale + 1;
+                        ELSEIF p_action = {{ m.ACTION_EXTEND }} AND v_has_row = 0 THEN
+                            -- the batch's deadline moves for all of it (one fetch delivered it to
+                            -- one subscriber): no row, so the in-order ack path stays open
+                            SET v_extend_cursor = 1;
+                            SET v_settled = v_settled + 1;
                         ELSE
-                            INSERT INTO queue_delivery_state (
-                                group_name, partition_id, msg_offset, state, invisible_until, attempts, token,
-                                last_error, updated_at
-                            ) VALUES (
-                                p_group, v_pid, v_off,
-                                {{ row_state() }},
-                                -- due at once (0), not at our clock: a fetch that read its clock
-                                -- before we commit must still see it due, or it would start the
-                                -- next batch past it (G6 with batch_size = 1)
-                                IF({{ due_at_once() }}, 0, v_now + p_ms),
-                                {{ row_attempts() }},
-                                v_tok,
-                                IF(p_action = {{ m.ACTION_NACK }}, p_error, NULL),
-                                v_now
-                            )
-                            ON DUPLICATE KEY UPDATE
-                                state = {{ row_state() }},
-                                invisible_until = IF(
-                                    {{ due_at_once() }}, 0, v_now + p_ms
-                                ),
-                                attempts = {{ row_attempts() }},
-                                last_error = IF(p_action = {{ m.ACTION_NACK }}, p_error, last_error),
-                                updated_at = v_now;
-                            SET v_state_rows = v_state_rows + 1;
+                            SET v_attempts = IF(v_has_row = 1, v_rattempts, v_cattempt);
+                            IF v_has_row = 0 THEN
+                                -- the message leaves the cursor batch, whatever the outcome
+                                SET v_cpending = v_cpending - 1;
+                            END IF;
+                            IF p_action = {{ m.ACTION_ACK }} AND v_has_row = 0 AND v_off = v_wm + 1 THEN
+                                -- the in-order path: no row written, the watermark moves
+                                SET v_wm = v_wm + 1;
+                            ELSEIF {{ goes_to_dlq() }} THEN
+                                CALL queue__dead_letter_one(p_group, v_pid, v_off, v_attempts, p_error, v_now);
+                                SET v_dead = v_dead + 1;
+                                SET v_state_rows = v_state_rows + 1;
+                            ELSE
+                                INSERT INTO queue_delivery_state (
+                                    group_name, partition_id, msg_offset, state, invisible_until, attempts, token,
+                                    last_error, updated_at
+                                ) VALUES (
+                                    p_group, v_pid, v_off,
+                                    {{ row_state() }},
+                                    -- due at once (0), not at our clock: a fetch that read its clock
+                                    -- before we commit must still see it due, or it would start the
+                                    -- next batch past it (G6 with batch_size = 1)
+                                    IF({{ due_at_once() }}, 0, v_now + p_ms),
+                                    {{ row_attempts() }},
+                                    v_tok,
+                                    IF(p_action = {{ m.ACTION_NACK }}, p_error, NULL),
+                                    v_now
+                                )
+                                ON DUPLICATE KEY UPDATE
+                                    state = {{ row_state() }},
+                                    invisible_until = IF(
+                                        {{ due_at_once() }}, 0, v_now + p_ms
+                                    ),
+                                    attempts = {{ row_attempts() }},
+                                    last_error = IF(p_action = {{ m.ACTION_NACK }}, p_error, last_error),
+                                    updated_at = v_now;
+                                SET v_state_rows = v_state_rows + 1;
+                            END IF;
+                            SET v_settled = v_settled + 1;
                         END IF;
-                        SET v_settled = v_settled + 1;
-                    END IF;
-                END LOOP;
-                CLOSE c_messages;
-            END;
-        END IF;
+                    END LOOP;
+                    CLOSE c_messages;
+                END;
+            END IF;
 
-        IF v_extend_cursor = 1 THEN
-            UPDATE queue_offsets SET cursor_until = v_now + p_ms, updated_at = v_now
-            WHERE group_name = p_group AND partition_id = v_pid;
-        END IF;
-        IF v_known = 1 AND v_state_rows = 0 THEN
-            -- no rows to pass over or delete: queue__advance_watermark's one write, inline
-            UPDATE queue_offsets
-            SET
-                offset_acked = GREATEST(offset_acked, v_wm),
-                cursor_pos = GREATEST(cursor_pos, v_wm),
-                cursor_pending = v_cpending,
-                updated_at = v_now
-            WHERE
-                group_name = p_group AND partition_id = v_pid
-                AND (offset_acked < v_wm OR cursor_pending <> v_cpending);
-        ELSEIF v_known = 1 THEN
-            CALL queue__advance_watermark(p_group, v_pid, v_wm, v_cpending, 1, v_now);
-        END IF;
-    END LOOP;
-    CLOSE c_partitions;
+            IF v_extend_cursor = 1 THEN
+                UPDATE queue_offsets SET cursor_until = v_now + p_ms, updated_at = v_now
+                WHERE group_name = p_group AND partition_id = v_pid;
+            END IF;
+            IF v_known = 1 AND v_state_rows = 0 THEN
+                -- no rows to pass over or delete: queue__advance_watermark's one write, inline
+                UPDATE queue_offsets
+                SET
+                    offset_acked = GREATEST(offset_acked, v_wm),
+                    cursor_pos = GREATEST(cursor_pos, v_wm),
+                    cursor_pending = v_cpending,
+                    updated_at = v_now
+                WHERE
+                    group_name = p_group AND partition_id = v_pid
+                    AND (offset_acked < v_wm OR cursor_pending <> v_cpending);
+            ELSEIF v_known = 1 THEN
+                CALL queue__advance_watermark(p_group, v_pid, v_wm, v_cpending, 1, v_now);
+            END IF;
+        END LOOP;
+        CLOSE c_partitions;
+    END IF;
     SET p_settled = v_settled;
     SET p_stale = v_stale;
     SET p_dead = v_dead;

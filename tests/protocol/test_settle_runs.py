@@ -95,3 +95,76 @@ def test_a_nacked_run_waits_row_by_row_and_does_not_block_later_messages(conn):
     assert watermark == 0 and sorted(states) == [1, 2, 3]
     # G7: the nacked run waits its delay; the next messages come now
     assert [m["offset"] for m in c.fetch()] == [4, 5, 6]
+
+
+def two_partitions(conn) -> tuple[Consumer, dict[int, list[dict]]]:
+    """Three messages on each of two partitions, fetched: {partition_id: its messages}."""
+    call(conn, "queue_topic_configure", "runs2", None, 2, None, None)
+    keys: dict[int, str] = {}
+    for i in range(64):
+        pid = publish(conn, "runs2", f"k{i}", f"probe-{i}", b"x")["partition_id"]
+        keys.setdefault(int(pid), f"k{i}")
+        if len(keys) == 2:
+            break
+    c = Consumer(conn, "g", "runs2", "s", batch_size=10)
+    c.subscribe()
+    c.tick()
+    # the probes first: acked in order, so each partition's next batch is ours alone
+    c.ack(c.fetch())
+    for key in keys.values():
+        for i in range(3):
+            publish(conn, "runs2", key, f"{key}-{i}", b"x")
+    got: dict[int, list[dict]] = {}
+    for m in c.fetch():
+        got.setdefault(int(m["partition_id"]), []).append(m)
+    assert sorted(len(ms) for ms in got.values()) == [3, 3]
+    return c, got
+
+
+def run_of(ms: list[dict]) -> list[int]:
+    return [ms[0]["partition_id"], ms[0]["offset"], ms[-1]["offset"], ms[0]["token"]]
+
+
+def test_an_ack_over_partitions_where_one_has_a_row_settles_each_as_alone(conn):
+    # the one-statement path for in-order runs must not take a partition with a delivery-state
+    # row (b's nacked middle message stays nacked: G4, G7), nor leave the others unsettled
+    c, got = two_partitions(conn)
+    (a, b) = sorted(got)
+    before = c.offsets()
+    assert c.nack([got[b][1]], delay_ms=3_600_000)["settled"] == 1
+    out = settle(conn, "queue_ack", [run_of(got[a]), run_of(got[b])], None)
+    assert (out["settled"], out["stale"]) == (5, 1)
+    after = c.offsets()
+    assert after[a] == before[a] + 3  # in order: the watermark passed the run
+    assert after[b] == before[b] + 1  # stops at the nacked message
+    states = rows(conn, "SELECT msg_offset, state FROM queue_delivery_state WHERE group_name = 'g'")
+    assert {int(r["msg_offset"]): int(r["state"]) for r in states} == {
+        got[b][1]["offset"]: 0,  # waiting for its delay
+        got[b][2]["offset"]: 2,  # acked out of order
+    }
+
+
+def test_triples_of_one_partition_with_two_tokens_settle_message_by_message(conn):
+    c, got = two_partitions(conn)
+    (a, _) = sorted(got)
+    before = c.offsets()
+    ms = got[a]
+    triples = [[a, m["offset"], m["token"] - (1 if i == 2 else 0)] for i, m in enumerate(ms)]
+    out = settle(conn, "queue_ack", triples, None)
+    assert (out["settled"], out["stale"]) == (2, 1)
+    assert c.offsets()[a] == before[a] + 2
+
+
+def test_an_ack_over_partitions_with_one_stale_run_settles_only_the_current_one(conn):
+    c, got = two_partitions(conn)
+    (a, b) = sorted(got)
+    before = c.offsets()
+    stale = run_of(got[b])
+    stale[3] += 1  # a token this batch never had (G4)
+    out = settle(conn, "queue_ack", [run_of(got[a]), stale], None)
+    assert (out["settled"], out["stale"]) == (3, 3)
+    after = c.offsets()
+    assert (after[a], after[b]) == (before[a] + 3, before[b])
+    # the current delivery of b is still in flight, and acks now
+    assert c.ack(got[b])["settled"] == 3
+    assert c.offsets()[b] == before[b] + 3

@@ -159,15 +159,15 @@ def run(server_dsn: str, options: BenchOptions, console: Console | None = None) 
             TimeElapsedColumn(),
         )
         with Progress(*columns, console=console, transient=False) as progress:
-            # the publish workloads in rounds (a shared machine's speed drifts: each mysqlq
-            # figure and its baseline come from the same rounds), then the rest once
+            # the publish and consume workloads in rounds (a shared machine's speed drifts: each
+            # mysqlq figure and its baseline come from the same rounds), then the rest once
             rounds = options.rounds or (1 if options.quick else 3)
-            publish = [e for e in plan if e["kind"] == "publish"]
-            rest = [e for e in plan if e["kind"] != "publish"]
-            overall = progress.add_task("mysqlq bench", total=len(publish) * rounds + len(rest))
-            runs: list[list[dict[str, Any]]] = [[] for _ in publish]
+            rounded = [e for e in plan if e["kind"] in ROUNDED]
+            rest = [e for e in plan if e["kind"] not in ROUNDED]
+            overall = progress.add_task("mysqlq bench", total=len(rounded) * rounds + len(rest))
+            runs: list[list[dict[str, Any]]] = [[] for _ in rounded]
             for _round in range(rounds):
-                for entry, done in zip(publish, runs, strict=True):
+                for entry, done in zip(rounded, runs, strict=True):
                     progress.update(overall, description=f"{entry['label']}")
                     done.append(_run_entry(dsn, entry, sample, progress))
                     progress.advance(overall)
@@ -191,6 +191,10 @@ def run(server_dsn: str, options: BenchOptions, console: Console | None = None) 
     }
     data["ratios"] = report.ratios(results)
     return data
+
+
+# the workload kinds run in rounds, each reported by its median round
+ROUNDED = ("publish", "consume")
 
 
 def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -58,7 +58,8 @@ def _rates(_ctx: click.Context, _param: click.Parameter, value: str | None) -> t
 @click.option(
     "--rounds",
     type=click.IntRange(1),
-    help="Publish rounds, each workload's median reported (default: 3; 1 with --quick).",
+    help="Publish and consume rounds, each workload's median reported (default: 3; 1 with"
+    " --quick).",
 )
 @click.option(
     "--only",
