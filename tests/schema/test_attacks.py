@@ -425,9 +425,13 @@ def _team_attacks(proc: str, their_delivery: str) -> list[dict[str, Any]]:
                     {"p_group": THEIR_GROUP, "p_topic": THEIRS, "p_subscriber": THEIR_SUBSCRIBER}
                 )
     if "p_deliveries" in params:
+        # the same deliveries as runs of offsets, [partition_id, first, last, token]
+        runs = json.dumps([[pid, off, off, tok] for pid, off, tok in json.loads(their_delivery)])
         out += [
             {"p_deliveries": their_delivery},
             {"p_group": THEIR_GROUP, "p_deliveries": their_delivery},
+            {"p_deliveries": runs},
+            {"p_group": THEIR_GROUP, "p_deliveries": runs},
         ]
     if "p_dlq_topic" in params:
         out += [{"p_group": "billing-new", "p_dlq_topic": f"{THEIRS}_dlq"}]
@@ -496,6 +500,11 @@ def test_a_team_account_still_works_on_its_own(world: World) -> None:
         while not got and time.monotonic() < deadline:
             got = call(conn, "queue_fetch", f"{GROUP}-team", TOPIC, "t1", 10, 60_000, 100, None)
         assert got and all(m["topic"] == TOPIC for m in got)
-        triples = [[m["partition_id"], m["offset"], m["token"]] for m in got]
-        (done,) = call(conn, "queue_ack", f"{GROUP}-team", json.dumps(triples), None)
-        assert done["settled"] == len(got)
+        # as the driver acks: one run of offsets per partition and token, in partition order
+        runs: dict[tuple[int, int], list[int]] = {}
+        for m in got:
+            runs.setdefault((m["partition_id"], m["token"]), []).append(m["offset"])
+        elements = [[p, min(o), max(o), t] for (p, t), o in sorted(runs.items())]
+        assert all(max(o) - min(o) + 1 == len(o) for o in runs.values())
+        (done,) = call(conn, "queue_ack", f"{GROUP}-team", json.dumps(elements), None)
+        assert (done["settled"], done["stale"]) == (len(got), 0)
