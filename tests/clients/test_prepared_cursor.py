@@ -144,9 +144,10 @@ def test_which_procedures_open_a_cursor(seeded_dsn: str, second_seeded_dsn: str)
     cur.execute("SELECT VERSION()")
     mariadb = "mariadb" in str(cur.fetchall()[0][0]).lower()
     probe.close()
-    assert broken == (
-        CURSOR_PROCEDURES - NESTED_CURSOR_PROCEDURES if mariadb else CURSOR_PROCEDURES
-    )
+    # queue_ack_tx's seeded call settles an empty list in its own transaction: the common ack's
+    # set-based path, which opens no cursor (helpers.clients)
+    expected = CURSOR_PROCEDURES - {"queue_ack_tx"}
+    assert broken == (expected - NESTED_CURSOR_PROCEDURES if mariadb else expected)
     # the same calls again, on one connection: every one works read with fetchmany()
     conn = connect(second_seeded_dsn)
     for name, sql, args in calls():

@@ -240,7 +240,9 @@ class ConnectorClient(Client):
             self.conn.close()
 
 
-# The public procedures that open a cursor of their own (or call one that does) on every call.
+# The public procedures that open a cursor of their own (or call one that does), on every call
+# but the common ack: queue_ack, and queue_ack_tx in its own transaction, open none when every
+# partition's deliveries are the in-order run of its current batch (an empty list too).
 # Connector/Python's prepared cursor must read their rows with fetchmany() (prepared_rows).
 # docs/clients.md lists them (tests/clients/test_docs.py), test_prepared_cursor.py pins them.
 CURSOR_PROCEDURES = {
