@@ -26,9 +26,10 @@ import json
 import statistics
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-from mysqlq import connection
+from mysqlq import codec, connection
 from mysqlq.schema.render import read_schema
 from mysqlq.schema.snapshot import schema_at
 from mysqlq_dev import harness, localserver
@@ -68,19 +69,6 @@ def publish(conns: dict[str, Any], count: int) -> dict[str, list[float]]:
     return took
 
 
-def as_runs(rows: list[tuple]) -> str:
-    """The deliveries of fetched rows as the driver sends them: runs of consecutive offsets of
-    one partition and one token, ``[partition_id, first, last, token]``, sorted."""
-    keys = sorted((int(r[0]), int(r[1]), int(r[2])) for r in rows)
-    out: list[list[int]] = []
-    for pid, offset, token in keys:
-        if out and out[-1][0] == pid and out[-1][2] == offset - 1 and out[-1][3] == token:
-            out[-1][2] = offset
-        else:
-            out.append([pid, offset, offset, token])
-    return json.dumps(out)
-
-
 def consume(conns: dict[str, Any], count: int) -> dict[str, tuple[float, float, int]]:
     for conn in conns.values():
         call(conn, "CALL queue_subscribe(%s, %s, %s, %s, %s, %s, NULL)",
@@ -107,7 +95,10 @@ def consume(conns: dict[str, Any], count: int) -> dict[str, tuple[float, float, 
             fetched = time.perf_counter()
             if not rows:
                 raise SystemExit(f"{name}: fetch returned nothing after {got[name]} messages")
-            deliveries = as_runs(rows)
+            # acked as the driver sends them: runs of offsets per partition and token
+            deliveries = codec.deliveries_json(
+                [SimpleNamespace(delivery_key=(int(r[0]), int(r[1]), int(r[2]))) for r in rows]
+            )
             call(conns[name], "CALL queue_ack(%s, %s, NULL)", ("g", deliveries))
             fetch[name] += fetched - started
             ack[name] += time.perf_counter() - fetched
