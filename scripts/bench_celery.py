@@ -106,6 +106,7 @@ def run(
     prefetch: int = 4,
     blocking: bool = False,
     server_pids: dict[str, int] | None = None,
+    pool: str = "prefork",
 ) -> dict:
     """Publish ``tasks``, drain them with ``workers`` workers; the figures."""
     out = Path(tempfile.mkdtemp(prefix="bench_celery_"))
@@ -146,7 +147,7 @@ def run(
                     "bench_celery",
                     "worker",
                     "-P",
-                    "prefork",
+                    pool,
                     "-c",
                     str(concurrency),
                     "-n",
@@ -334,6 +335,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sqla-tasks", type=int, help="tasks per run on SQLAlchemy (--tasks)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument(
+        "--pool",
+        choices=("prefork", "threads", "solo"),
+        default="prefork",
+        help="the workers' execution pool (-P), the same for every broker",
+    )
     parser.add_argument("--repeat", type=int, default=1, help="runs per broker, interleaved")
     parser.add_argument(
         "--prefetch-multiplier", type=int, default=4, help="worker_prefetch_multiplier (all)"
@@ -403,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.amqp:
             brokers["rabbitmq"] = (args.amqp, args.tasks, None)
         print(
-            f"Celery on {version}: {args.workers} workers x prefork {args.concurrency}, "
+            f"Celery on {version}: {args.workers} workers x {args.pool} {args.concurrency}, "
             f"acks_late, prefetch multiplier {args.prefetch_multiplier}, no-op tasks; "
             f"{args.repeat} run(s) per broker" + (f"; mysqlq options {options}" if options else ""),
             flush=True,
@@ -423,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.prefetch_multiplier,
                     blocking=name == "mysqlq-blocking",
                     server_pids=server_pids(name, db_pid),
+                    pool=args.pool,
                 )
                 runs[name].append(r)
                 for w, text in r["errors"].items():

@@ -110,11 +110,18 @@ def error_text(error: str | None) -> str | None:
 
 
 def deliveries_json(messages: Any) -> str:
-    """The JSON list of deliveries the settle procedures take: ``[partition_id, offset, token]``,
-    and ``[partition_id, first, last, token]`` for a run of consecutive offsets of one partition
+    """The JSON list of deliveries the settle procedures take for ``messages`` (each with its
+    ``delivery_key``): see :func:`keys_json`."""
+    return keys_json([m.delivery_key for m in messages])
+
+
+def keys_json(keys: Any) -> str:
+    """The JSON list of deliveries the settle procedures take, from delivery keys
+    ``(partition_id, offset, token)``: ``[partition_id, offset, token]``, and
+    ``[partition_id, first, last, token]`` for a run of consecutive offsets of one partition
     with one token (a fetch's cursor batch), which the server settles without a lookup per
     message. The integers are written out directly: the flush loop settles every message."""
-    keys = sorted([m.delivery_key for m in messages])
+    keys = sorted(keys)
     out = []
     i, n = 0, len(keys)
     while i < n:

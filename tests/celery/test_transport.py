@@ -234,3 +234,115 @@ def test_a_small_prefetch_window_still_fetches_in_large_batches(kombu_connection
     batches = [n for n in sizes if n]
     assert batches[0] >= 32, batches
     assert len(batches) <= 10, batches
+
+
+def test_an_ack_inside_the_delivery_wakes_the_loop_at_once(kombu_connection) -> None:
+    """Celery's worker acks on the event loop's thread, in a callback the hub runs before it
+    polls again (a solo pool runs the task inline first). The loop must never sleep while a
+    message is deliverable: before, such an ack scheduled the next delivery with call_soon, which
+    waited behind the next poll, the prefetch thread's next batch woke nobody meanwhile, and a
+    solo worker ran one buffer's worth a second (the transport's one-second timer). Kombu's hub
+    runs here as Celery runs it; 200 messages take several fetches."""
+    from kombu import Consumer, Queue
+    from kombu.asynchronous import Hub
+
+    total = 200
+    c = kombu_connection(**FAST)
+    jobs = Queue("inline", routing_key="inline")
+    with c.Producer() as producer:
+        for i in range(total):
+            producer.publish({"i": i}, routing_key="inline", declare=[jobs])
+    transport = c.transport
+    broker = transport.broker
+    fetched: list[int] = []
+    fetch = broker.fetch
+
+    def counted(*args, **kwargs):
+        rows = fetch(*args, **kwargs)
+        if rows:
+            fetched.append(len(rows))
+        return rows
+
+    broker.fetch = counted
+    got: list[int] = []
+
+    hub = Hub()
+
+    def on_message(body, message) -> None:
+        # the task ran inline; Celery's worker acks through the hub (Consumer.call_soon_ack)
+        got.append(body["i"])
+        hub.call_soon(message.ack)
+
+    # the loop's sleeps that nothing woke although a message was deliverable when it went to
+    # sleep or when it woke (buffered meanwhile)
+    missed: list[float] = []
+    poll = hub.poller.poll
+
+    def watched(timeout):
+        before = any(ch.deliverable() for ch in transport.channels)
+        started = time.monotonic()
+        events = poll(timeout)
+        slept = time.monotonic() - started
+        if (
+            not events
+            and slept >= 0.2
+            and (before or any(ch.deliverable() for ch in transport.channels))
+        ):
+            missed.append(round(slept, 3))
+        return events
+
+    hub.poller.poll = watched
+    try:
+        with Consumer(c.channel(), [jobs], callbacks=[on_message], prefetch_count=1):
+            transport.register_with_event_loop(c.connection, hub)
+            loop = hub.create_loop()
+            deadline = time.monotonic() + 30
+            while len(got) < total and time.monotonic() < deadline:
+                next(loop)
+    finally:
+        hub.close()
+    assert sorted(got) == list(range(total))
+    assert len(fetched) >= 3, fetched  # the buffer ran dry and was filled again
+    assert not missed, f"the loop slept {missed} s with a message deliverable"
+
+
+def test_a_worker_holding_no_partition_takes_its_share_before_its_next_interval(
+    kombu_connection, conn
+) -> None:
+    """Workers that start together: the first takes every partition, and gives half back at its
+    next lease tick. The second, holding none, ticks every 0.1 s until it holds some, so it takes
+    them at once, not at its next regular tick (20 s here: a third of lease_duration)."""
+    from kombu import Consumer, Queue
+
+    topic = "celery.shared"
+    jobs = Queue("shared", routing_key="shared")
+    first = kombu_connection(polling_interval=0.1, rebalance_interval=0.2, lease_duration=60)
+    second = kombu_connection(polling_interval=0.1, rebalance_interval=30, lease_duration=60)
+
+    def held(c) -> int:
+        return int(
+            scalar(
+                conn,
+                "SELECT COUNT(*) FROM queue_partition_leases "
+                "WHERE group_name = %s AND topic = %s AND leased_by = %s",
+                topic,
+                topic,
+                c.transport.broker.name,
+            )
+        )
+
+    with first.Producer() as producer:  # messages on many of the topic's partitions
+        for i in range(200):
+            producer.publish({"i": i}, routing_key="shared", declare=[jobs])
+    partitions = int(scalar(conn, "SELECT COUNT(*) FROM queue_partitions WHERE topic = %s", topic))
+    assert partitions >= 10
+    with Consumer(first.channel(), [jobs]):
+        wait_until(
+            lambda: held(first) == partitions, timeout=10, what="the first worker's partitions"
+        )
+        with Consumer(second.channel(), [jobs]):
+            wait_until(
+                lambda: held(second) == partitions // 2,
+                timeout=5,
+                what="the second worker's share",
+            )

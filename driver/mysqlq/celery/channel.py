@@ -66,7 +66,7 @@ class Channel(virtual.Channel):
     Settling costs the consumer thread no thread switch: an ack is queued for the keeper (which
     is woken only by the first of a batch), wakes the prefetch thread only when it waits for
     room and there is room now (:meth:`poke`), and wakes the event loop only when a buffered
-    message became deliverable (in the loop's own thread, with ``call_soon``, not the pipe).
+    message became deliverable (and not while the loop is delivering: see Transport.wake).
 
     A consuming channel runs a prefetch thread with a fetch session of its own: it fetches into
     a buffer, which the consumer thread delivers from as Celery's prefetch window

@@ -21,13 +21,13 @@ thread in a blocking worker): they are only queued here, under a lock.
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from mysqlq import codec
 from mysqlq.celery.options import Options
 from mysqlq.celery.session import CALL_WINDOW, Session
 
@@ -45,8 +45,13 @@ def tag_of(triple: Triple) -> str:
     return f"mysqlq:{triple[0]}:{triple[1]}:{triple[2]}"
 
 
-# triples per settle call (the procedures take up to 100000)
+# deliveries per settle call (the procedures take up to 100000), sent as runs of offsets where
+# they are consecutive (codec.keys_json)
 SETTLE_CHUNK = 5000
+# a worker that holds no partition of a group it consumes ticks its leases this often (at most
+# rebalance_interval): it takes the partitions another worker gives up within this, not within a
+# whole interval (workers that start together: one takes every partition at first)
+STARVED_TICK = 0.1
 
 
 class Keeper:
@@ -67,6 +72,7 @@ class Keeper:
         self._first_op_at = 0.0
         self._held: dict[Any, tuple[str, Triple]] = {}
         self._consuming: dict[str, tuple[str, int]] = {}  # group -> (topic, consumers)
+        self._tick_soon = False  # a group joined holding no partition: tick within STARVED_TICK
         self._thread: threading.Thread | None = None
         self._maintenance: threading.Thread | None = None
         self._stop = threading.Event()
@@ -80,11 +86,15 @@ class Keeper:
         with self.lock:
             return self._consuming.get(group, ("", 0))[1]
 
-    def join(self, group: str, topic: str) -> None:
-        """One more consumer of ``group``; the thread starts with the first."""
+    def join(self, group: str, topic: str, starved: bool = False) -> None:
+        """One more consumer of ``group``; the thread starts with the first. ``starved``: the
+        join's first share was no partition (the leases then tick every ``STARVED_TICK``)."""
         with self.lock:
             n = self._consuming.get(group, (topic, 0))[1]
             self._consuming[group] = (topic, n + 1)
+            if starved:
+                self._tick_soon = True
+                self._wake.notify()
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._run, name=f"mysqlq-keeper-{self.name}", daemon=True
@@ -158,6 +168,9 @@ class Keeper:
         while True:
             with self.lock:
                 while not self.closing:
+                    if self._tick_soon:
+                        self._tick_soon = False
+                        next_tick = min(next_tick, time.monotonic() + STARVED_TICK)
                     due = min(next_extend, next_tick)
                     if self._ops:
                         due = min(due, self._first_op_at + o.settle_interval)
@@ -183,7 +196,7 @@ class Keeper:
                 if held:
                     self._extend(held)
                 for group, topic in consuming or ():
-                    self.session.call(
+                    held_now = self.session.call(
                         "queue_acquire_leases",
                         group,
                         topic,
@@ -192,6 +205,8 @@ class Keeper:
                         None,
                         window=None,
                     )
+                    if not held_now:
+                        next_tick = min(next_tick, time.monotonic() + STARVED_TICK)
             except Exception:
                 # settles that failed for good (the database gone for longer than the window at
                 # close, the schema dropped) are delivered again after their visibility timeout
@@ -224,7 +239,7 @@ class Keeper:
         for (action, group, *extra), triples in batches.items():
             for start in range(0, len(triples), SETTLE_CHUNK):
                 part = triples[start : start + SETTLE_CHUNK]
-                chunk = json.dumps([list(t) for t in part])
+                chunk = codec.keys_json(part)
                 if action == ACK:
                     args: tuple[Any, ...] = ("queue_ack", group, chunk, None)
                 elif action == NACK:
@@ -245,7 +260,7 @@ class Keeper:
             by_group[group].append(triple)
         for group, triples in by_group.items():
             for start in range(0, len(triples), SETTLE_CHUNK):
-                chunk = json.dumps([list(t) for t in triples[start : start + SETTLE_CHUNK]])
+                chunk = codec.keys_json(triples[start : start + SETTLE_CHUNK])
                 self.session.call(
                     "queue_extend", group, chunk, self.options.visibility_ms, None, window=None
                 )

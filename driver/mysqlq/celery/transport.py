@@ -76,9 +76,8 @@ class Transport(virtual.Transport):
     # no fanout: broadcast (remote control, mingle, gossip) needs bindings shared between
     # processes, which this transport does not keep; Celery leaves those features off.
     # asynchronous: Celery's worker runs its event loop (the hub) on a pipe the prefetch threads
-    # write to (and on call_soon for the acks in its own thread), and gives each pool process
-    # queues of its own (its blocking pool's shared queue stays locked when a pool process dies
-    # while waiting for a task)
+    # and the acks write to, and gives each pool process queues of its own (its blocking pool's
+    # shared queue stays locked when a pool process dies while waiting for a task)
     implements = virtual.Transport.implements.extend(
         asynchronous=True, exchange_type=frozenset(["direct", "topic"]), heartbeats=False
     )
@@ -99,6 +98,7 @@ class Transport(virtual.Transport):
         os.set_blocking(self._wake_w, False)
         self._signaled = False
         self._loop_thread: int | None = None
+        self._delivering = False
 
     def wake(self) -> None:
         """Something may be deliverable (messages buffered, prefetch room freed): wake a
@@ -114,11 +114,13 @@ class Transport(virtual.Transport):
             return
         if self._signaled or not any(c.deliverable() for c in channels):
             return
-        if threading.get_ident() == self._loop_thread:
-            # an ack in the event loop's own thread: deliver at its next turn, no pipe
-            self._signaled = True
-            self._loop.call_soon(self.on_readable)
+        if self._delivering and threading.get_ident() == self._loop_thread:
+            # an ack while on_readable delivers (a solo pool runs the task inline): it looks
+            # again before it returns
             return
+        # the pipe, from the loop's own thread too: a callback the loop's thread adds with
+        # call_soon while the loop runs its ready callbacks or timers waits for its next poll
+        # to return (up to a second, the timer below)
         with self.ready:
             if not self._signaled:
                 self._signaled = True
@@ -154,9 +156,18 @@ class Transport(virtual.Transport):
             failure, self._failure = self._failure, None
         if failure is not None:
             raise failure
-        for channel in list(self.channels):
-            channel.ensure_fetcher()
-            channel.deliver_buffered(self._deliver)
+        channels = list(self.channels)
+        self._delivering = True
+        try:
+            for channel in channels:
+                channel.ensure_fetcher()
+                channel.deliver_buffered(self._deliver)
+        finally:
+            self._delivering = False
+        if any(c.deliverable() for c in channels):
+            # an ack during the delivery freed room in a channel delivered before it: at the
+            # loop's next turn, after the other events waiting
+            self.wake()
 
     def establish_connection(self) -> Any:
         self.broker.check()
