@@ -306,12 +306,11 @@ def test_an_ack_inside_the_delivery_wakes_the_loop_at_once(kombu_connection) -> 
     assert not missed, f"the loop slept {missed} s with a message deliverable"
 
 
-def test_a_worker_holding_no_partition_takes_its_share_before_its_next_interval(
-    kombu_connection, conn
-) -> None:
-    """Workers that start together: the first takes every partition, and gives half back at its
-    next lease tick. The second, holding none, ticks every 0.1 s until it holds some, so it takes
-    them at once, not at its next regular tick (20 s here: a third of lease_duration)."""
+def test_a_joining_worker_takes_its_share_before_its_next_interval(kombu_connection, conn) -> None:
+    """A worker joins a queue another worker serves: the first holds every partition, and gives
+    half back at its next lease tick (every 0.2 s here). The second ticks every 0.1 s for its
+    first 2 s, so it takes them then, not at its next regular tick (20 s here: a third of
+    lease_duration)."""
     from kombu import Consumer, Queue
 
     topic = "celery.shared"

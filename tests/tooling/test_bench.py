@@ -328,7 +328,9 @@ def _small_options(**sizes):
         chart=False,
         kombu=False,
         only=("consume", "steady"),
-        consume_messages=300,
+        # enough for the server CPU of each drain to span several clock ticks of /proc (10 ms):
+        # with 300, a drain on a fast machine could read 0
+        consume_messages=2000,
         steady_rates=(100.0, 300.0),
         steady_seconds=0.5,
     )

@@ -144,8 +144,8 @@ class Broker:
             self.admin.call(
                 "queue_subscribe", group, topic, self.name, None, None, o.lease_ms, None
             )
-        held = self.admin.call("queue_acquire_leases", group, topic, self.name, o.lease_ms, None)
-        self.keeper.join(group, topic, starved=not held)
+        self.admin.call("queue_acquire_leases", group, topic, self.name, o.lease_ms, None)
+        self.keeper.join(group, topic)
 
     def configure(self, topic: str) -> None:
         """Give the topic at least ``options.partitions`` partitions (once per broker)."""

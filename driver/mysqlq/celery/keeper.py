@@ -48,10 +48,12 @@ def tag_of(triple: Triple) -> str:
 # deliveries per settle call (the procedures take up to 100000), sent as runs of offsets where
 # they are consecutive (codec.keys_json)
 SETTLE_CHUNK = 5000
-# a worker that holds no partition of a group it consumes ticks its leases this often (at most
-# rebalance_interval): it takes the partitions another worker gives up within this, not within a
-# whole interval (workers that start together: one takes every partition at first)
-STARVED_TICK = 0.1
+# for WARMUP seconds after it joins a group, a worker ticks its leases every WARM_TICK (at most
+# its interval), as the Python subscriber does (mysqlq.loops): workers that start together reach
+# their fair shares within a few tenths of a second, where the first to tick takes every
+# partition, gives the others' shares up at its next tick, and they take them at theirs
+WARMUP = 2.0
+WARM_TICK = 0.1
 
 
 class Keeper:
@@ -72,7 +74,7 @@ class Keeper:
         self._first_op_at = 0.0
         self._held: dict[Any, tuple[str, Triple]] = {}
         self._consuming: dict[str, tuple[str, int]] = {}  # group -> (topic, consumers)
-        self._tick_soon = False  # a group joined holding no partition: tick within STARVED_TICK
+        self._warm_until = 0.0  # ticks every WARM_TICK until then (a group joined)
         self._thread: threading.Thread | None = None
         self._maintenance: threading.Thread | None = None
         self._stop = threading.Event()
@@ -86,14 +88,14 @@ class Keeper:
         with self.lock:
             return self._consuming.get(group, ("", 0))[1]
 
-    def join(self, group: str, topic: str, starved: bool = False) -> None:
-        """One more consumer of ``group``; the thread starts with the first. ``starved``: the
-        join's first share was no partition (the leases then tick every ``STARVED_TICK``)."""
+    def join(self, group: str, topic: str) -> None:
+        """One more consumer of ``group``; the thread starts with the first. The leases tick
+        every ``WARM_TICK`` for ``WARMUP`` seconds after a group is joined."""
         with self.lock:
             n = self._consuming.get(group, (topic, 0))[1]
             self._consuming[group] = (topic, n + 1)
-            if starved:
-                self._tick_soon = True
+            if n == 0:
+                self._warm_until = time.monotonic() + WARMUP
                 self._wake.notify()
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
@@ -164,13 +166,13 @@ class Keeper:
         extend_every = o.visibility_timeout / 3
         tick_every = min(o.lease_duration / 3, o.rebalance_interval)
         next_extend = time.monotonic() + extend_every
-        next_tick = time.monotonic() + tick_every
+        last_tick = time.monotonic()  # the join's acquire
+        next_tick = last_tick + tick_every
         while True:
             with self.lock:
                 while not self.closing:
-                    if self._tick_soon:
-                        self._tick_soon = False
-                        next_tick = min(next_tick, time.monotonic() + STARVED_TICK)
+                    if time.monotonic() < self._warm_until:
+                        next_tick = min(next_tick, last_tick + min(tick_every, WARM_TICK))
                     due = min(next_extend, next_tick)
                     if self._ops:
                         due = min(due, self._first_op_at + o.settle_interval)
@@ -189,6 +191,7 @@ class Keeper:
                         held = list(self._held.values())
                 consuming = None
                 if now >= next_tick:
+                    last_tick = now
                     next_tick = now + tick_every
                     consuming = [(g, t) for g, (t, _n) in self._consuming.items()]
             try:
@@ -196,7 +199,7 @@ class Keeper:
                 if held:
                     self._extend(held)
                 for group, topic in consuming or ():
-                    held_now = self.session.call(
+                    self.session.call(
                         "queue_acquire_leases",
                         group,
                         topic,
@@ -205,8 +208,6 @@ class Keeper:
                         None,
                         window=None,
                     )
-                    if not held_now:
-                        next_tick = min(next_tick, time.monotonic() + STARVED_TICK)
             except Exception:
                 # settles that failed for good (the database gone for longer than the window at
                 # close, the schema dropped) are delivered again after their visibility timeout

@@ -155,6 +155,24 @@ def publish_workload(
 
 # --------------------------------------------------------------------------- consume: mysqlq
 
+# how long the consumer processes may take to start (a spawned interpreter importing the bench)
+GATE_TIMEOUT = 120.0
+
+
+def start_gate(gate: Any) -> None:
+    """(a consumer process) Wait at the start gate: every consumer of a drain starts together
+    once all of them have started their interpreter and imported what they run, so a drain's
+    time is the queue's (connecting, subscribing and taking partitions included), not Python's
+    start-up (about 0.25 s for one process and 0.45 s for four on 2 cores)."""
+    if gate is not None:
+        gate.wait(GATE_TIMEOUT)
+
+
+def open_gate(gate: Any) -> float:
+    """(the bench) Wait until every consumer waits at ``gate``, let them go; the start time."""
+    gate.wait(GATE_TIMEOUT)
+    return time.perf_counter()
+
 
 def _noop(message: Any) -> None:
     return None
@@ -166,9 +184,11 @@ STAMP = struct.Struct("<dH")
 TAG = struct.Struct("<H")
 
 
-def _subscriber_main(dsn, topic, group, index, options, stop, done) -> None:
+def _subscriber_main(dsn, topic, group, index, options, stop, done, gate=None) -> None:
     """One subscriber process: runs until ``stop``, then puts ``{"latencies": {rate index:
-    [seconds, ...]}, "cpu_seconds": ...}`` on ``done`` (its CPU from its start to its end)."""
+    [seconds, ...]}, "cpu_seconds": ...}`` on ``done`` (its CPU from its start to its end).
+    ``gate``: a barrier it waits at first (see :func:`start_gate`)."""
+    start_gate(gate)
     cpu_start = cpu_seconds()
     latencies: dict[int, list[float]] = {}
 
@@ -234,19 +254,22 @@ def mysqlq_consume(
     stop = CONTEXT.Event()
     done = CONTEXT.Queue()
     options = {"batch_size": batch_size, "effects": writes}
+    gate = CONTEXT.Barrier(subscribers + 1)
     procs = [
         CONTEXT.Process(
             target=_subscriber_main,
-            args=(dsn, topic, group, i, options, stop, done),
+            args=(dsn, topic, group, i, options, stop, done, gate),
             daemon=True,
         )
         for i in range(subscribers)
     ]
+    # the server's counters from before the processes start (a short drain's server CPU can be
+    # less than one clock tick of /proc); the clock from the gate
     before = sample()
-    polls = 0
-    t0 = time.perf_counter()
     for p in procs:
         p.start()
+    polls = 0
+    t0 = open_gate(gate)
     try:
         remaining = messages
         while remaining:
@@ -319,7 +342,7 @@ def skip_locked_fill(dsn: str, messages: int) -> None:
 
 
 def _skip_locked_worker(
-    dsn, batch_size, stop, out, poll, latency, isolation="READ COMMITTED", ready=None
+    dsn, batch_size, stop, out, poll, latency, isolation="READ COMMITTED", ready=None, gate=None
 ) -> None:
     """One consumer: take, handle, delete, commit; when empty, exit (drain: ``stop`` is None)
     or sleep ``poll`` seconds and look again (steady state, until ``stop`` is set).
@@ -327,7 +350,9 @@ def _skip_locked_worker(
     Its session runs at ``isolation``. Puts ``(handled, last_handled_at, latencies, cpu,
     session_isolation)`` on ``out``: ``latencies`` maps a message's rate index (the first two
     bytes of its payload) to publish->handler seconds, ``cpu`` is the process's CPU seconds from
-    its start to its end, ``session_isolation`` the level the server says the session has."""
+    its start to its end, ``session_isolation`` the level the server says the session has.
+    ``gate``: a barrier it waits at first (see :func:`start_gate`)."""
+    start_gate(gate)
     cpu_start = cpu_seconds()
     conn = connection.connect(dsn)
     cur = conn.cursor()
@@ -426,18 +451,19 @@ def _drain(
     sample: Callable[[], Any],
     timeout: float,
 ) -> dict[str, Any]:
-    """Run ``consumers`` processes ``target(*head, out, *tail)`` until each reports
-    ``(handled, last_handled_at, _, cpu_seconds)``; the time runs from their start to the last
-    message."""
+    """Run ``consumers`` processes ``target(*head, out, *tail, gate=...)`` until each reports
+    ``(handled, last_handled_at, _, cpu_seconds)``; the time runs from the start gate's opening
+    to the last message."""
     out = CONTEXT.Queue()
+    gate = CONTEXT.Barrier(consumers + 1)
     procs = [
-        CONTEXT.Process(target=target, args=(*head, out, *tail), daemon=True)
+        CONTEXT.Process(target=target, args=(*head, out, *tail), kwargs={"gate": gate}, daemon=True)
         for _ in range(consumers)
     ]
-    before = sample()
-    t0 = time.perf_counter()
+    before = sample()  # as in mysqlq_consume
     for p in procs:
         p.start()
+    t0 = open_gate(gate)
     results = [out.get(timeout=timeout) for _ in procs]
     after = sample()
     for p in procs:
@@ -478,9 +504,10 @@ def kombu_publish(dsn: str, queue_name: str, messages: int) -> float:
     return seconds
 
 
-def _kombu_worker(dsn, queue_name, out) -> None:
+def _kombu_worker(dsn, queue_name, out, gate=None) -> None:
     from kombu import Connection
 
+    start_gate(gate)
     cpu_start = cpu_seconds()
     handled = 0
     last = 0.0
