@@ -26,7 +26,6 @@ import json
 import statistics
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from mysqlq import codec, connection
@@ -96,9 +95,7 @@ def consume(conns: dict[str, Any], count: int) -> dict[str, tuple[float, float, 
             if not rows:
                 raise SystemExit(f"{name}: fetch returned nothing after {got[name]} messages")
             # acked as the driver sends them: runs of offsets per partition and token
-            deliveries = codec.deliveries_json(
-                [SimpleNamespace(delivery_key=(int(r[0]), int(r[1]), int(r[2]))) for r in rows]
-            )
+            deliveries = codec.keys_json([(int(r[0]), int(r[1]), int(r[2])) for r in rows])
             call(conns[name], "CALL queue_ack(%s, %s, NULL)", ("g", deliveries))
             fetch[name] += fetched - started
             ack[name] += time.perf_counter() - fetched

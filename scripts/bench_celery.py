@@ -247,18 +247,6 @@ def cpu_sample(procs: list, server_pids: dict[str, int]) -> dict[str, float]:
     return sample
 
 
-def database_pid(conn) -> int | None:
-    """The pid of a server on this machine (its pid file), else None."""
-    cur = conn.cursor()
-    cur.execute("SELECT @@pid_file")
-    (path,) = cur.fetchone()
-    with contextlib.suppress(OSError, ValueError, TypeError):
-        pid = int(Path(path).read_text().split()[0])
-        if Path(f"/proc/{pid}").exists():
-            return pid
-    return None
-
-
 def process_named(name: str) -> int | None:
     """The pid of a process whose command is ``name`` (the RabbitMQ node: beam.smp), or None."""
     for stat in Path("/proc").glob("[0-9]*/comm"):
@@ -372,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from mysqlq.connection import parse_dsn, with_database
     from mysqlq_dev import harness, localserver
+    from mysqlq_dev.bench import server as bench_server
 
     options = {}
     for item in args.option:
@@ -392,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         cur = conn.cursor()
         cur.execute("SELECT VERSION()")
         (version,) = cur.fetchone()
-        db_pid = database_pid(conn)
+        db_pid = bench_server.server_pid(conn)  # a server in a chroot too (by its port)
         conn.close()
         rest = db.dsn.split("://", 1)[1]
         brokers = {

@@ -110,31 +110,23 @@ def error_text(error: str | None) -> str | None:
 
 
 def deliveries_json(messages: Any) -> str:
-    """The JSON list of deliveries the settle procedures take for ``messages`` (each with its
-    ``delivery_key``): see :func:`keys_json`."""
+    """:func:`keys_json` of the delivery keys of ``messages``."""
     return keys_json([m.delivery_key for m in messages])
 
 
 def keys_json(keys: Any) -> str:
     """The JSON list of deliveries the settle procedures take, from delivery keys
-    ``(partition_id, offset, token)``: ``[partition_id, offset, token]``, and
-    ``[partition_id, first, last, token]`` for a run of consecutive offsets of one partition
-    with one token (a fetch's cursor batch), which the server settles without a lookup per
-    message. The integers are written out directly: the flush loop settles every message."""
-    keys = sorted(keys)
-    out = []
-    i, n = 0, len(keys)
-    while i < n:
+    ``(partition_id, offset, token)``: ``[partition_id, offset, token]``, and ``[partition_id,
+    first, last, token]`` for a run of consecutive offsets of one partition with one token (a
+    fetch's cursor batch), which the server settles without a lookup per message."""
+    keys, out, i = sorted(keys), [], 0
+    while i < len(keys):
         pid, first, token = keys[i]
-        last = first
-        i += 1
-        while i < n and keys[i] == (pid, last + 1, token):
-            last += 1
-            i += 1
-        if last == first:
-            out.append(f"[{pid:d},{first:d},{token:d}]")
-        else:
-            out.append(f"[{pid:d},{first:d},{last:d},{token:d}]")
+        last, i = first, i + 1
+        while i < len(keys) and keys[i] == (pid, last + 1, token):
+            last, i = last + 1, i + 1
+        run = (pid, first, token) if last == first else (pid, first, last, token)
+        out.append("[" + ",".join(f"{v:d}" for v in run) + "]")  # integers only
     return "[" + ",".join(out) + "]"
 
 
