@@ -7,8 +7,9 @@
 * extends everything the worker holds (running, prefetched, waiting for an ETA) every
   ``visibility_timeout / 3`` (``queue_extend``), unless ``renew_visibility`` is off;
 * ticks the leases of every group the worker consumes every ``rebalance_interval`` (at most
-  ``lease_duration / 3``) with ``queue_acquire_leases``, and deregisters a group it stops
-  consuming (``queue_deregister``) once what it settled before is sent.
+  ``lease_duration / 3``; every ``WARM_TICK`` for ``WARMUP`` seconds after a group is joined)
+  with ``queue_acquire_leases``, and deregisters a group it stops consuming
+  (``queue_deregister``) once what it settled before is sent.
 
 A second thread, with a session of its own, ticks ``queue_maintenance_tick`` every
 ``maintenance_interval`` as the Python subscriber does, so GC runs wherever workers run (on
