@@ -115,18 +115,19 @@ def deliveries_json(messages: Any) -> str:
 
 
 def keys_json(keys: Any) -> str:
-    """The JSON list of deliveries the settle procedures take, from delivery keys
-    ``(partition_id, offset, token)``: ``[partition_id, offset, token]``, and ``[partition_id,
-    first, last, token]`` for a run of consecutive offsets of one partition with one token (a
-    fetch's cursor batch), which the server settles without a lookup per message."""
+    """The settle procedures' JSON list of deliveries from keys ``(partition_id, offset, token)``:
+    ``[partition_id, offset, token]``, or ``[partition_id, first, last, token]`` for a run (one
+    token, consecutive offsets), settled without a lookup per message. Integers written directly."""
     keys, out, i = sorted(keys), [], 0
     while i < len(keys):
         pid, first, token = keys[i]
         last, i = first, i + 1
         while i < len(keys) and keys[i] == (pid, last + 1, token):
             last, i = last + 1, i + 1
-        run = (pid, first, token) if last == first else (pid, first, last, token)
-        out.append("[" + ",".join(f"{v:d}" for v in run) + "]")  # integers only
+        if last == first:
+            out.append(f"[{pid:d},{first:d},{token:d}]")
+        else:
+            out.append(f"[{pid:d},{first:d},{last:d},{token:d}]")
     return "[" + ",".join(out) + "]"
 
 
