@@ -17,24 +17,24 @@ msg.target_group IS NOT NULL AND msg.target_group <> v_group
     offsets that already have a row (cancelled before the cursor reached them). -#}
 {% macro waiting_rows(skip_existing) %}
 SELECT
-                        COUNT(*),
-                        JSON_ARRAYAGG(JSON_ARRAY(
-                            msg.msg_offset,
-                            IF({{ for_another_group() }}, {{ m.STATE_ACKED }}, {{ m.STATE_WAITING }}),
-                            msg.deliver_at
-                        ))
-                    INTO v_rows, v_waiting
-                    FROM queue_messages AS msg
-                    WHERE
-                        msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
-                        AND (msg.deliver_at > v_now OR ({{ for_another_group() }})){% if skip_existing %}
+                            COUNT(*),
+                            JSON_ARRAYAGG(JSON_ARRAY(
+                                msg.msg_offset,
+                                IF({{ for_another_group() }}, {{ m.STATE_ACKED }}, {{ m.STATE_WAITING }}),
+                                msg.deliver_at
+                            ))
+                        INTO v_rows, v_waiting
+                        FROM queue_messages AS msg
+                        WHERE
+                            msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
+                            AND (msg.deliver_at > v_now OR ({{ for_another_group() }})){% if skip_existing %}
 
-                        AND NOT EXISTS (
-                            SELECT 1 FROM queue_delivery_state AS s
-                            WHERE
-                                s.group_name = v_group AND s.partition_id = v_pid
-                                AND s.msg_offset = msg.msg_offset
-                        ){% endif %}
+                            AND NOT EXISTS (
+                                SELECT 1 FROM queue_delivery_state AS s
+                                WHERE
+                                    s.group_name = v_group AND s.partition_id = v_pid
+                                    AND s.msg_offset = msg.msg_offset
+                            ){% endif %}
 {%- endmacro %}
 -- Delivers up to p_batch_size in-flight messages per partition the caller holds, in offset order,
 -- highest priority first: marks them delivered and returns them with attempt and token (G4, G6, G7).
@@ -49,8 +49,9 @@ CREATE PROCEDURE queue_fetch(
 )
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
-BEGIN
-    DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};
+-- (the parser of the linter knows no STRAIGHT_JOIN in an UPDATE: the routine is not parsed)
+BEGIN  -- noqa: LT02
+    DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};  -- noqa: PRS,LT02
     DECLARE v_group {{ m.name_local() }};
     DECLARE v_topic {{ m.name_local() }};
     DECLARE v_subscriber {{ m.name_local() }};
@@ -96,6 +97,11 @@ BEGIN
     DECLARE v_max BIGINT;
     DECLARE v_tokens DECIMAL(20, 6);
     DECLARE v_full TINYINT DEFAULT 0;
+    -- the common fetch (below): partitions it would serve, of them those it can serve, and 1
+    -- once it served them all (then the loop is skipped)
+    DECLARE v_parts INT DEFAULT 0;
+    DECLARE v_simple INT DEFAULT 0;
+    DECLARE v_fast INT DEFAULT 0;
     -- the held partitions that may have something to deliver, the highest ranked first
     DECLARE c_partitions CURSOR FOR
         SELECT
@@ -143,246 +149,382 @@ BEGIN
         SET v_limited = v_max IS NOT NULL;
         SET v_max = LEAST(p_max_messages, COALESCE(v_max, p_max_messages));
     END IF;
-    OPEN c_partitions;
-    partition_loop: LOOP
-        SET v_done = 0;
-        FETCH c_partitions INTO v_pid, v_has_offsets, v_last;
-        IF v_done = 1 OR v_delivered >= v_max THEN
-            LEAVE partition_loop;
-        END IF;
-
-        SET v_visit = v_visit + 1;
-        IF v_has_offsets = 0 THEN
-            CALL queue__open_offsets(v_group, v_pid, v_now);
-        END IF;
+    -- the common fetch: the group has no delivery-state rows (no message nacked, delayed,
+    -- cancelled or acked out of order waits in a row), no flow control applies, and every
+    -- partition to serve takes a new cursor batch (its last one settled, no delayed message or
+    -- copy for another group in the range). Then four statements serve them all: one lists them
+    -- in the loop's order, cut where the loop would stop (p_max_messages); one reads their new
+    -- ranges' messages by primary key for one that waits; one locks their offsets rows, sorted by
+    -- partition as the settles lock them, and checks that none changed since; one moves the
+    -- cursors. Otherwise, or if one partition is not so, the loop below serves them. (A group
+    -- with rows goes to the loop at once: where a partition has a row, the loop serves it, and
+    -- trying first would cost the list)
+    SELECT EXISTS (SELECT 1 FROM queue_delivery_state AS s WHERE s.group_name = v_group) INTO v_x;
+    IF v_flow = 0 AND v_x = 0 THEN
         SELECT
-            o.offset_acked,
-            o.cursor_start,
-            o.cursor_pos,
-            o.cursor_token,
-            o.cursor_until,
-            o.cursor_attempt,
-            o.cursor_pending,
-            o.delivery_seq
-        INTO v_wm, v_cstart, v_cpos, v_ctok, v_cuntil, v_cattempt, v_cpending, v_seq
-        FROM queue_offsets AS o
-        WHERE o.group_name = v_group AND o.partition_id = v_pid
-        FOR UPDATE;
-
-        SET v_token = v_seq + 1;
-        SET v_used = 0;
-        SET v_dirty = 0;
-        SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
-        WHERE s.group_name = v_group AND s.partition_id = v_pid;
-        -- the window: what this partition already has in flight
-        SET v_cap = LEAST(p_batch_size, v_max - v_delivered);
-        IF v_state_rows > 0 THEN
-            SELECT COUNT(*) INTO v_x FROM queue_delivery_state AS s
-            WHERE
-                s.group_name = v_group AND s.partition_id = v_pid
-                AND s.state = {{ m.STATE_IN_FLIGHT }} AND s.invisible_until > v_now;
-            SET v_cap = v_cap - v_x;
-        END IF;
-        IF v_cpending > 0 AND v_cuntil > v_now THEN
-            SET v_cap = v_cap - v_cpending;
-        END IF;
-
-        -- 1. redelivered rows whose visibility passed at their last attempt go to the DLQ
-        SET v_x = -1;
-        expired_loop: LOOP
-            IF v_state_rows = 0 THEN
-                LEAVE expired_loop;
-            END IF;
-            SELECT MIN(s.msg_offset) INTO v_x FROM queue_delivery_state AS s
-            WHERE
-                s.group_name = v_group AND s.partition_id = v_pid AND s.msg_offset > v_x
-                AND s.state = {{ m.STATE_IN_FLIGHT }} AND s.invisible_until <= v_now AND s.attempts >= v_max_attempts;
-            IF v_x IS NULL THEN
-                LEAVE expired_loop;
-            END IF;
-            CALL queue__dead_letter_try(
-                v_group, v_pid, v_x, v_max_attempts, 'visibility timeout expired', v_now, 1, v_dead
-            );
-            IF v_dead = 0 THEN
-                -- its DLQ partition is held by an open transaction: this row and the later expired
-                -- last attempts stay in flight DLQ_RETRY_MS more (in the window, never redelivered)
-                UPDATE queue_delivery_state
-                SET invisible_until = v_now + {{ DLQ_RETRY_MS }}, updated_at = v_now
-                WHERE
-                    group_name = v_group AND partition_id = v_pid AND msg_offset >= v_x
-                    AND state = {{ m.STATE_IN_FLIGHT }} AND invisible_until <= v_now AND attempts >= v_max_attempts;
-                SET v_cap = v_cap - ROW_COUNT();
-                LEAVE expired_loop;
-            END IF;
-            SET v_dirty = 1;
-        END LOOP;
-
-        -- 2. the cursor batch's visibility passed: redeliver it whole, or dead-letter it
-        IF v_cpending > 0 AND v_cuntil <= v_now THEN
-            SET v_lo = GREATEST(v_wm + 1, v_cstart);
-            SELECT COUNT(*) INTO v_x FROM queue_delivery_state AS s
-            WHERE
-                s.group_name = v_group AND s.partition_id = v_pid
-                AND s.msg_offset BETWEEN v_lo AND v_cpos;
-            SET v_cpending = GREATEST(v_cpos - v_lo + 1, 0) - v_x;
-            IF v_cpending > 0 AND v_cattempt >= v_max_attempts THEN
-                SET v_x = v_lo;
-                expired_batch: WHILE v_x <= v_cpos DO
-                    IF NOT EXISTS (
-                        SELECT 1 FROM queue_delivery_state AS s
-                        WHERE s.group_name = v_group AND s.partition_id = v_pid AND s.msg_offset = v_x
-                    ) THEN
-                        CALL queue__dead_letter_try(
-                            v_group, v_pid, v_x, v_cattempt, 'visibility timeout expired', v_now, 1, v_dead
-                        );
-                        IF v_dead = 0 THEN
-                            -- its DLQ partition is held by an open transaction: the rest of the
-                            -- batch stays in flight DLQ_RETRY_MS more (in the window, never redelivered)
-                            SET v_cuntil = v_now + {{ DLQ_RETRY_MS }};
-                            SET v_cap = v_cap - v_cpending;
-                            LEAVE expired_batch;
-                        END IF;
-                        SET v_cpending = v_cpending - 1;
-                        SET v_dirty = 1;
-                    END IF;
-                    SET v_x = v_x + 1;
-                END WHILE;
-            ELSEIF v_cpending > 0 AND v_cap > 0 AND (v_limited = 0 OR v_cpending <= v_cap OR v_full = 1) THEN
-                -- (a limited group redelivers a batch whole only within its allowance; one larger
-                -- than its limits, after they were lowered, once its whole allowance is free)
-                SET v_cattempt = v_cattempt + 1;
-                SET v_ctok = v_token;
-                SET v_cuntil = v_now + p_visibility_ms;
-                SET v_used = 1;
-                SET v_cap = v_cap - v_cpending;
-                SET v_delivered = v_delivered + v_cpending;
-                SET v_span = GREATEST(v_span, v_cpos - v_lo + 1);
-                SET v_out = JSON_ARRAY_APPEND(v_out, '$', {{ cursor_entry('v_cpos', 'v_cattempt') }});
-            END IF;
-        END IF;
-
-        -- 3. rows that are due: nacked or delayed messages whose time came, expired redeliveries
-        IF v_cap > 0 AND v_state_rows > 0 THEN
-            SELECT MAX(due.msg_offset) INTO v_hi FROM (
-                SELECT s.msg_offset FROM queue_delivery_state AS s
-                WHERE
-                    s.group_name = v_group AND s.partition_id = v_pid
-                    AND s.state <= {{ m.STATE_IN_FLIGHT }} AND s.invisible_until <= v_now
-                ORDER BY s.msg_offset
-                LIMIT v_cap
-            ) AS due;
-            IF v_hi IS NOT NULL THEN
-                UPDATE queue_delivery_state
-                SET
-                    state = {{ m.STATE_IN_FLIGHT }}, token = v_token, attempts = attempts + 1,
-                    invisible_until = v_now + p_visibility_ms, updated_at = v_now
-                WHERE
-                    group_name = v_group AND partition_id = v_pid AND msg_offset <= v_hi
-                    AND state <= {{ m.STATE_IN_FLIGHT }} AND invisible_until <= v_now;
-                SET v_rows = ROW_COUNT();
-                SET v_cap = v_cap - v_rows;
-                SET v_delivered = v_delivered + v_rows;
-                SET v_used = 1;
-                -- each redelivered row as a one-offset entry, with its attempt number
+            COUNT(*),
+            COALESCE(SUM(c.c_simple), 0),
+            COALESCE(SUM(c.c_n), 0),
+            COALESCE(MAX(c.c_n), 1),
+            COALESCE(
+                JSON_ARRAYAGG(JSON_ARRAY(
+                    c.c_pid, c.c_pos + 1, c.c_pos + c.c_n, c.c_seq + 1, 1, {{ m.FETCH_KIND_CURSOR }}, c.c_visit
+                )),
+                '[]'
+            )
+        INTO v_parts, v_simple, v_delivered, v_span, v_out
+        FROM (
+            SELECT
+                w.c_pid,
+                w.c_pos,
+                w.c_seq,
+                w.c_visit,
+                LEAST(w.c_take, v_max - w.c_before) AS c_n,
+                -- (a delivery-state row is looked for under the lock below)
+                IF(w.c_pending = 0, 1, 0) AS c_simple
+            FROM (
                 SELECT
-                    JSON_ARRAYAGG(
-                        JSON_ARRAY(
-                            v_pid, s.msg_offset, s.msg_offset, v_token, s.attempts, {{ m.FETCH_KIND_ROW }},
-                            v_visit
-                        )
-                    )
-                INTO v_redelivered
-                FROM queue_delivery_state AS s
-                WHERE
-                    s.group_name = v_group AND s.partition_id = v_pid
-                    AND s.token = v_token AND s.state = {{ m.STATE_IN_FLIGHT }};
-                SET v_out = JSON_MERGE_PRESERVE(v_out, COALESCE(v_redelivered, '[]'));
+                    r.c_pid,
+                    r.c_pos,
+                    r.c_seq,
+                    r.c_pending,
+                    LEAST(p_batch_size, r.c_last - r.c_pos) AS c_take,
+                    -- what the partitions served before it take (a partition with no offsets row
+                    -- counts none: it is not simple, and the loop serves the call)
+                    COALESCE(SUM(LEAST(p_batch_size, r.c_last - r.c_pos)) OVER (
+                        ORDER BY r.c_rank DESC, r.c_waited, r.c_pid
+                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+                    ), 0) AS c_before,
+                    ROW_NUMBER() OVER (ORDER BY r.c_rank DESC, r.c_waited, r.c_pid) AS c_visit
+                FROM (
+                    -- (the cursor's order, in columns)
+                    SELECT
+                        l.partition_id AS c_pid,
+                        o.cursor_pos AS c_pos,
+                        o.delivery_seq AS c_seq,
+                        o.cursor_pending AS c_pending,
+                        p.last_offset AS c_last,
+                        {{ m.fetch_rank() }} AS c_rank,
+                        {{ m.fetch_waited_since() }} AS c_waited
+                    {{ m.held_partitions_with_work(head=True) }}
+                ) AS r
+            ) AS w
+            WHERE w.c_before < v_max
+            -- (kept from being merged into the outer query: merged, MariaDB 10.11 refuses the
+            -- statement as a mix of grouped and ungrouped columns when the routine runs again)
+            LIMIT 1000000000  -- noqa: AM09
+        ) AS c;
+        IF v_parts > 0 AND v_simple = v_parts THEN
+            -- (offset by offset: a range read of each partition's messages past its cursor, its
+            -- bounds taken from another table, read every message of the partition)
+            SELECT COUNT(*) INTO v_rows
+            FROM
+                JSON_TABLE(v_out, '$[*]' COLUMNS (
+                    e_pid BIGINT PATH '$[0]',
+                    e_lo BIGINT PATH '$[1]',
+                    e_hi BIGINT PATH '$[2]'
+                )) AS e
+            INNER JOIN JSON_TABLE(
+                CONCAT('[', REPEAT('0,', v_span - 1), '0]'), '$[*]' COLUMNS (seq_n FOR ORDINALITY)
+            ) AS seq ON seq.seq_n <= e.e_hi - e.e_lo + 1
+            INNER JOIN queue_messages AS msg
+                ON msg.partition_id = e.e_pid AND msg.msg_offset = e.e_lo + seq.seq_n - 1
+            WHERE msg.deliver_at > v_now OR ({{ for_another_group() }});
+            IF v_rows > 0 THEN
+                SET v_simple = 0;
             END IF;
         END IF;
+        IF v_parts > 0 AND v_simple = v_parts THEN
+            -- locked in partition order; a settle or a cancel that committed since the list was
+            -- read shows as a moved cursor, a new token or a delivery-state row
+            SELECT STRAIGHT_JOIN COUNT(*) INTO v_x
+            FROM (
+                SELECT e.e_pid, e.e_lo, e.e_token
+                FROM JSON_TABLE(v_out, '$[*]' COLUMNS (
+                    e_pid BIGINT PATH '$[0]',
+                    e_lo BIGINT PATH '$[1]',
+                    e_token BIGINT PATH '$[3]'
+                )) AS e
+                ORDER BY e.e_pid
+                LIMIT 1000000000  -- noqa: AM09
+            ) AS e
+            INNER JOIN queue_offsets AS o ON o.group_name = v_group AND o.partition_id = e.e_pid
+            LEFT JOIN queue_delivery_state AS s ON s.group_name = v_group AND s.partition_id = e.e_pid
+            WHERE
+                o.cursor_pending = 0 AND o.cursor_pos = e.e_lo - 1 AND o.delivery_seq = e.e_token - 1
+                AND s.partition_id IS NULL
+            FOR UPDATE;
+            IF v_x = v_parts THEN
+                UPDATE (
+                    SELECT e.e_pid, e.e_lo, e.e_hi, e.e_token
+                    FROM JSON_TABLE(v_out, '$[*]' COLUMNS (
+                        e_pid BIGINT PATH '$[0]',
+                        e_lo BIGINT PATH '$[1]',
+                        e_hi BIGINT PATH '$[2]',
+                        e_token BIGINT PATH '$[3]'
+                    )) AS e
+                    ORDER BY e.e_pid
+                    LIMIT 1000000000  -- noqa: AM09
+                ) AS e
+                STRAIGHT_JOIN queue_offsets AS o ON o.group_name = v_group AND o.partition_id = e.e_pid
+                SET
+                    o.cursor_start = e.e_lo, o.cursor_pos = e.e_hi, o.cursor_token = e.e_token,
+                    o.cursor_until = v_now + p_visibility_ms, o.cursor_attempt = 1,
+                    o.cursor_pending = e.e_hi - e.e_lo + 1, o.delivery_seq = e.e_token, o.updated_at = v_now;
+                SET v_fast = 1;
+            END IF;
+        ELSEIF v_parts = 0 THEN
+            -- nothing to serve
+            SET v_fast = 1;
+        END IF;
+        IF v_fast = 0 THEN
+            SET v_delivered = 0;
+            SET v_span = 1;
+            SET v_out = '[]';
+        END IF;
+    END IF;
+    IF v_fast = 0 THEN
+        OPEN c_partitions;
+        partition_loop: LOOP
+            SET v_done = 0;
+            FETCH c_partitions INTO v_pid, v_has_offsets, v_last;
+            IF v_done = 1 OR v_delivered >= v_max THEN
+                LEAVE partition_loop;
+            END IF;
 
-        -- 4. new messages past the cursor, once the previous cursor batch is settled
-        IF v_cap > 0 AND v_cpending = 0 THEN
-            -- v_last: the partition's last offset as the cursor over held partitions read it, a
-            -- plain read that never waits on a publisher holding the sequence row; every offset
-            -- up to it is committed (G3)
-            IF v_last > v_cpos THEN
-                SET v_lo = v_cpos + 1;
-                SET v_hi = LEAST(v_cpos + v_cap, v_last);
-                -- offsets of the range that already have a row (only where the partition has
-                -- rows at all): messages cancelled before the cursor reached them (queue_cancel),
-                -- which are neither delivered nor given a second row
-                SET v_x = 0;
-                IF v_state_rows > 0 THEN
-                    SELECT COUNT(*) INTO v_x FROM queue_delivery_state AS s
+            SET v_visit = v_visit + 1;
+            IF v_has_offsets = 0 THEN
+                CALL queue__open_offsets(v_group, v_pid, v_now);
+            END IF;
+            SELECT
+                o.offset_acked,
+                o.cursor_start,
+                o.cursor_pos,
+                o.cursor_token,
+                o.cursor_until,
+                o.cursor_attempt,
+                o.cursor_pending,
+                o.delivery_seq
+            INTO v_wm, v_cstart, v_cpos, v_ctok, v_cuntil, v_cattempt, v_cpending, v_seq
+            FROM queue_offsets AS o
+            WHERE o.group_name = v_group AND o.partition_id = v_pid
+            FOR UPDATE;
+
+            SET v_token = v_seq + 1;
+            SET v_used = 0;
+            SET v_dirty = 0;
+            SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
+            WHERE s.group_name = v_group AND s.partition_id = v_pid;
+            -- the window: what this partition already has in flight
+            SET v_cap = LEAST(p_batch_size, v_max - v_delivered);
+            IF v_state_rows > 0 THEN
+                SELECT COUNT(*) INTO v_x FROM queue_delivery_state AS s
+                WHERE
+                    s.group_name = v_group AND s.partition_id = v_pid
+                    AND s.state = {{ m.STATE_IN_FLIGHT }} AND s.invisible_until > v_now;
+                SET v_cap = v_cap - v_x;
+            END IF;
+            IF v_cpending > 0 AND v_cuntil > v_now THEN
+                SET v_cap = v_cap - v_cpending;
+            END IF;
+
+            -- 1. redelivered rows whose visibility passed at their last attempt go to the DLQ
+            SET v_x = -1;
+            expired_loop: LOOP
+                IF v_state_rows = 0 THEN
+                    LEAVE expired_loop;
+                END IF;
+                SELECT MIN(s.msg_offset) INTO v_x FROM queue_delivery_state AS s
+                WHERE
+                    s.group_name = v_group AND s.partition_id = v_pid AND s.msg_offset > v_x
+                    AND s.state = {{ m.STATE_IN_FLIGHT }} AND s.invisible_until <= v_now AND s.attempts >= v_max_attempts;
+                IF v_x IS NULL THEN
+                    LEAVE expired_loop;
+                END IF;
+                CALL queue__dead_letter_try(
+                    v_group, v_pid, v_x, v_max_attempts, 'visibility timeout expired', v_now, 1, v_dead
+                );
+                IF v_dead = 0 THEN
+                    -- its DLQ partition is held by an open transaction: this row and the later expired
+                    -- last attempts stay in flight DLQ_RETRY_MS more (in the window, never redelivered)
+                    UPDATE queue_delivery_state
+                    SET invisible_until = v_now + {{ DLQ_RETRY_MS }}, updated_at = v_now
+                    WHERE
+                        group_name = v_group AND partition_id = v_pid AND msg_offset >= v_x
+                        AND state = {{ m.STATE_IN_FLIGHT }} AND invisible_until <= v_now AND attempts >= v_max_attempts;
+                    SET v_cap = v_cap - ROW_COUNT();
+                    LEAVE expired_loop;
+                END IF;
+                SET v_dirty = 1;
+            END LOOP;
+
+            -- 2. the cursor batch's visibility passed: redeliver it whole, or dead-letter it
+            IF v_cpending > 0 AND v_cuntil <= v_now THEN
+                SET v_lo = GREATEST(v_wm + 1, v_cstart);
+                SELECT COUNT(*) INTO v_x FROM queue_delivery_state AS s
+                WHERE
+                    s.group_name = v_group AND s.partition_id = v_pid
+                    AND s.msg_offset BETWEEN v_lo AND v_cpos;
+                SET v_cpending = GREATEST(v_cpos - v_lo + 1, 0) - v_x;
+                IF v_cpending > 0 AND v_cattempt >= v_max_attempts THEN
+                    SET v_x = v_lo;
+                    expired_batch: WHILE v_x <= v_cpos DO
+                        IF NOT EXISTS (
+                            SELECT 1 FROM queue_delivery_state AS s
+                            WHERE s.group_name = v_group AND s.partition_id = v_pid AND s.msg_offset = v_x
+                        ) THEN
+                            CALL queue__dead_letter_try(
+                                v_group, v_pid, v_x, v_cattempt, 'visibility timeout expired', v_now, 1, v_dead
+                            );
+                            IF v_dead = 0 THEN
+                                -- its DLQ partition is held by an open transaction: the rest of the
+                                -- batch stays in flight DLQ_RETRY_MS more (in the window, never redelivered)
+                                SET v_cuntil = v_now + {{ DLQ_RETRY_MS }};
+                                SET v_cap = v_cap - v_cpending;
+                                LEAVE expired_batch;
+                            END IF;
+                            SET v_cpending = v_cpending - 1;
+                            SET v_dirty = 1;
+                        END IF;
+                        SET v_x = v_x + 1;
+                    END WHILE;
+                ELSEIF v_cpending > 0 AND v_cap > 0 AND (v_limited = 0 OR v_cpending <= v_cap OR v_full = 1) THEN
+                    -- (a limited group redelivers a batch whole only within its allowance; one larger
+                    -- than its limits, after they were lowered, once its whole allowance is free)
+                    SET v_cattempt = v_cattempt + 1;
+                    SET v_ctok = v_token;
+                    SET v_cuntil = v_now + p_visibility_ms;
+                    SET v_used = 1;
+                    SET v_cap = v_cap - v_cpending;
+                    SET v_delivered = v_delivered + v_cpending;
+                    SET v_span = GREATEST(v_span, v_cpos - v_lo + 1);
+                    SET v_out = JSON_ARRAY_APPEND(v_out, '$', {{ cursor_entry('v_cpos', 'v_cattempt') }});
+                END IF;
+            END IF;
+
+            -- 3. rows that are due: nacked or delayed messages whose time came, expired redeliveries
+            IF v_cap > 0 AND v_state_rows > 0 THEN
+                SELECT MAX(due.msg_offset) INTO v_hi FROM (
+                    SELECT s.msg_offset FROM queue_delivery_state AS s
                     WHERE
                         s.group_name = v_group AND s.partition_id = v_pid
-                        AND s.msg_offset BETWEEN v_lo AND v_hi;
-                END IF;
-                -- delayed messages wait in rows; a redriven copy for another group is done for us.
-                -- Found by a plain read: INSERT ... SELECT would lock-read the log and could wait
-                -- on a publisher holding the next offset. The read that skips offsets with a row
-                -- runs only where the range has one: its subquery alone cost the common case ~15%
-                -- of fetch's time (the statement is optimized again at each call)
-                SELECT COUNT(*) INTO v_rows FROM queue_messages AS msg
-                WHERE
-                    msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
-                    AND (msg.deliver_at > v_now OR ({{ for_another_group() }}));
-                IF v_rows > 0 AND v_x = 0 THEN
-                    {{ waiting_rows(skip_existing=False) }};
-                ELSEIF v_rows > 0 THEN
-                    {{ waiting_rows(skip_existing=True) }};
-                END IF;
-                IF v_rows > 0 THEN
-                    INSERT INTO queue_delivery_state (
-                        group_name, partition_id, msg_offset, state, invisible_until, attempts, token,
-                        last_error, updated_at
-                    )
+                        AND s.state <= {{ m.STATE_IN_FLIGHT }} AND s.invisible_until <= v_now
+                    ORDER BY s.msg_offset
+                    LIMIT v_cap
+                ) AS due;
+                IF v_hi IS NOT NULL THEN
+                    UPDATE queue_delivery_state
+                    SET
+                        state = {{ m.STATE_IN_FLIGHT }}, token = v_token, attempts = attempts + 1,
+                        invisible_until = v_now + p_visibility_ms, updated_at = v_now
+                    WHERE
+                        group_name = v_group AND partition_id = v_pid AND msg_offset <= v_hi
+                        AND state <= {{ m.STATE_IN_FLIGHT }} AND invisible_until <= v_now;
+                    SET v_rows = ROW_COUNT();
+                    SET v_cap = v_cap - v_rows;
+                    SET v_delivered = v_delivered + v_rows;
+                    SET v_used = 1;
+                    -- each redelivered row as a one-offset entry, with its attempt number
                     SELECT
-                        v_group,
-                        v_pid,
-                        w.w_offset,
-                        w.w_state,
-                        w.w_until,
-                        0,
-                        0,
-                        NULL,
-                        v_now
-                    FROM JSON_TABLE(v_waiting, '$[*]' COLUMNS (
-                        w_offset BIGINT PATH '$[0]',
-                        w_state INT PATH '$[1]',
-                        w_until BIGINT PATH '$[2]'
-                    )) AS w;
-                    SET v_dirty = 1;
-                END IF;
-                SET v_cstart = v_lo;
-                SET v_cpos = v_hi;
-                SET v_cpending = v_hi - v_lo + 1 - v_rows - v_x;
-                IF v_x > 0 THEN
-                    SET v_dirty = 1;
-                END IF;
-                SET v_cattempt = 1;
-                SET v_ctok = v_token;
-                SET v_cuntil = v_now + p_visibility_ms;
-                SET v_used = 1;
-                IF v_cpending > 0 THEN
-                    SET v_delivered = v_delivered + v_cpending;
-                    SET v_span = GREATEST(v_span, v_hi - v_lo + 1);
-                    SET v_out = JSON_ARRAY_APPEND(v_out, '$', {{ cursor_entry('v_hi', 1) }});
+                        JSON_ARRAYAGG(
+                            JSON_ARRAY(
+                                v_pid, s.msg_offset, s.msg_offset, v_token, s.attempts, {{ m.FETCH_KIND_ROW }},
+                                v_visit
+                            )
+                        )
+                    INTO v_redelivered
+                    FROM queue_delivery_state AS s
+                    WHERE
+                        s.group_name = v_group AND s.partition_id = v_pid
+                        AND s.token = v_token AND s.state = {{ m.STATE_IN_FLIGHT }};
+                    SET v_out = JSON_MERGE_PRESERVE(v_out, COALESCE(v_redelivered, '[]'));
                 END IF;
             END IF;
-        END IF;
 
-        UPDATE queue_offsets
-        SET
-            cursor_start = v_cstart, cursor_pos = v_cpos, cursor_token = v_ctok,
-            cursor_until = v_cuntil, cursor_attempt = v_cattempt, cursor_pending = v_cpending,
-            delivery_seq = IF(v_used = 1, v_token, delivery_seq), updated_at = v_now
-        WHERE group_name = v_group AND partition_id = v_pid;
-        IF v_dirty = 1 THEN
-            CALL queue__advance_watermark(v_group, v_pid, v_wm, NULL, 1, v_now);
-        END IF;
-    END LOOP;
-    CLOSE c_partitions;
+            -- 4. new messages past the cursor, once the previous cursor batch is settled
+            IF v_cap > 0 AND v_cpending = 0 THEN
+                -- v_last: the partition's last offset as the cursor over held partitions read it, a
+                -- plain read that never waits on a publisher holding the sequence row; every offset
+                -- up to it is committed (G3)
+                IF v_last > v_cpos THEN
+                    SET v_lo = v_cpos + 1;
+                    SET v_hi = LEAST(v_cpos + v_cap, v_last);
+                    -- offsets of the range that already have a row (only where the partition has
+                    -- rows at all): messages cancelled before the cursor reached them (queue_cancel),
+                    -- which are neither delivered nor given a second row
+                    SET v_x = 0;
+                    IF v_state_rows > 0 THEN
+                        SELECT COUNT(*) INTO v_x FROM queue_delivery_state AS s
+                        WHERE
+                            s.group_name = v_group AND s.partition_id = v_pid
+                            AND s.msg_offset BETWEEN v_lo AND v_hi;
+                    END IF;
+                    -- delayed messages wait in rows; a redriven copy for another group is done for us.
+                    -- Found by a plain read: INSERT ... SELECT would lock-read the log and could wait
+                    -- on a publisher holding the next offset. The read that skips offsets with a row
+                    -- runs only where the range has one: its subquery alone cost the common case ~15%
+                    -- of fetch's time (the statement is optimized again at each call)
+                    SELECT COUNT(*) INTO v_rows FROM queue_messages AS msg
+                    WHERE
+                        msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
+                        AND (msg.deliver_at > v_now OR ({{ for_another_group() }}));
+                    IF v_rows > 0 AND v_x = 0 THEN
+                        {{ waiting_rows(skip_existing=False) }};
+                    ELSEIF v_rows > 0 THEN
+                        {{ waiting_rows(skip_existing=True) }};
+                    END IF;
+                    IF v_rows > 0 THEN
+                        INSERT INTO queue_delivery_state (
+                            group_name, partition_id, msg_offset, state, invisible_until, attempts, token,
+                            last_error, updated_at
+                        )
+                        SELECT
+                            v_group,
+                            v_pid,
+                            w.w_offset,
+                            w.w_state,
+                            w.w_until,
+                            0,
+                            0,
+                            NULL,
+                            v_now
+                        FROM JSON_TABLE(v_waiting, '$[*]' COLUMNS (
+                            w_offset BIGINT PATH '$[0]',
+                            w_state INT PATH '$[1]',
+                            w_until BIGINT PATH '$[2]'
+                        )) AS w;
+                        SET v_dirty = 1;
+                    END IF;
+                    SET v_cstart = v_lo;
+                    SET v_cpos = v_hi;
+                    SET v_cpending = v_hi - v_lo + 1 - v_rows - v_x;
+                    IF v_x > 0 THEN
+                        SET v_dirty = 1;
+                    END IF;
+                    SET v_cattempt = 1;
+                    SET v_ctok = v_token;
+                    SET v_cuntil = v_now + p_visibility_ms;
+                    SET v_used = 1;
+                    IF v_cpending > 0 THEN
+                        SET v_delivered = v_delivered + v_cpending;
+                        SET v_span = GREATEST(v_span, v_hi - v_lo + 1);
+                        SET v_out = JSON_ARRAY_APPEND(v_out, '$', {{ cursor_entry('v_hi', 1) }});
+                    END IF;
+                END IF;
+            END IF;
+
+            UPDATE queue_offsets
+            SET
+                cursor_start = v_cstart, cursor_pos = v_cpos, cursor_token = v_ctok,
+                cursor_until = v_cuntil, cursor_attempt = v_cattempt, cursor_pending = v_cpending,
+                delivery_seq = IF(v_used = 1, v_token, delivery_seq), updated_at = v_now
+            WHERE group_name = v_group AND partition_id = v_pid;
+            IF v_dirty = 1 THEN
+                CALL queue__advance_watermark(v_group, v_pid, v_wm, NULL, 1, v_now);
+            END IF;
+        END LOOP;
+        CLOSE c_partitions;
+    END IF;
     IF v_tokens IS NOT NULL THEN
         -- each message started takes a token (a batch redelivered whole may leave a debt); the
         -- refill time never goes back (a session clock set earlier cannot buy a refill later)

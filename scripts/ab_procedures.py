@@ -9,13 +9,14 @@ ratio stays honest where separate benchmark runs differ by ±30 %.
   * publish: ``--publishes`` single keyed ``queue_publish`` CALLs over 64 keys, autocommit;
   * consume: a backlog of ``--messages`` on 64 keys, drained by one consumer with ``queue_fetch``
     (batch 10, up to 100 messages) and ``queue_ack`` of what came, as runs of offsets (the
-    driver's form).
+    driver's form); with ``--nack-first``, the first message of every fetch is nacked (delay 0,
+    before the ack of the rest), so every fetch meets a partition with a delivery-state row.
 
 Prints each version's figures and the ratios tree / base (1.00: the same cost; above: slower).
 Server and client time together, as a client sees them; the client work is the same in both.
 
 Usage: python scripts/ab_procedures.py --base 0010 [--dsn mysql://root@127.0.0.1:3306]
-       [--publishes 3000] [--messages 10000]
+       [--publishes 3000] [--messages 10000] [--nack-first]
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ def publish(conns: dict[str, Any], count: int) -> dict[str, list[float]]:
     return took
 
 
-def consume(conns: dict[str, Any], count: int) -> dict[str, tuple[float, float, int]]:
+def consume(
+    conns: dict[str, Any], count: int, nack_first: bool = False
+) -> dict[str, tuple[float, float, int]]:
     for conn in conns.values():
         call(conn, "CALL queue_subscribe(%s, %s, %s, %s, %s, %s, NULL)",
              ("g", "ab.consume", "s1", 3, None, VISIBILITY_MS))  # fmt: skip
@@ -95,8 +98,12 @@ def consume(conns: dict[str, Any], count: int) -> dict[str, tuple[float, float, 
             if not rows:
                 raise SystemExit(f"{name}: fetch returned nothing after {got[name]} messages")
             # acked as the driver sends them: runs of offsets per partition and token
-            deliveries = codec.keys_json([(int(r[0]), int(r[1]), int(r[2])) for r in rows])
-            call(conns[name], "CALL queue_ack(%s, %s, NULL)", ("g", deliveries))
+            keys = [(int(r[0]), int(r[1]), int(r[2])) for r in rows]
+            if nack_first:
+                call(conns[name], "CALL queue_nack(%s, %s, 0, 'ab', NULL)",
+                     ("g", codec.keys_json(keys[:1])))  # fmt: skip
+                keys = keys[1:]
+            call(conns[name], "CALL queue_ack(%s, %s, NULL)", ("g", codec.keys_json(keys)))
             fetch[name] += fetched - started
             ack[name] += time.perf_counter() - fetched
             got[name] += len(rows)
@@ -111,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dsn", help="server URL (default: the local server the tests use)")
     parser.add_argument("--publishes", type=int, default=3000)
     parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument(
+        "--nack-first", action="store_true", help="nack the first message of every fetch"
+    )
     args = parser.parse_args(argv)
     schemas = {"base": schema_at(args.base, ROOT / "migrations"), "tree": read_schema(ROOT)}
     with contextlib.ExitStack() as cleanup:
@@ -125,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             conns[name] = db.connect()
         took = publish(conns, args.publishes)
-        drained = consume(conns, args.messages)
+        drained = consume(conns, args.messages, args.nack_first)
     print(f"base: revision {args.base}; tree: {ROOT.name}'s sql/ and procedures/")
     for name in ("base", "tree"):
         fetch, ack, got = drained[name]

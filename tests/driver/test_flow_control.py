@@ -61,6 +61,18 @@ def test_the_rate_limit_holds_across_four_processes(h: Harness) -> None:
     assert busiest <= math.ceil((5 * rate + burst) * 1.1), per_second
 
 
+def _running(h: Harness, worker: str) -> bool:
+    """A handler of ``worker`` has started and not ended."""
+    return bool(
+        h.sql(
+            "SELECT 1 FROM test_log AS s WHERE s.worker = %s AND s.event = 'start' "
+            "AND NOT EXISTS (SELECT 1 FROM test_log AS e WHERE e.worker = s.worker "
+            "AND e.msg_id = s.msg_id AND e.attempt = s.attempt AND e.event = 'end') LIMIT 1",
+            worker,
+        )
+    )
+
+
 def test_the_concurrency_cap_holds_while_subscribers_are_killed(h: Harness) -> None:
     """A cap of 3 in flight for the group; three processes that each would take more; a checker
     samples the in-flight count while two of them are killed with SIGKILL and replaced. It never
@@ -88,6 +100,13 @@ def test_the_concurrency_cap_holds_while_subscribers_are_killed(h: Harness) -> N
                 lambda n=round_: h.acked() >= 12 * (n + 1),
                 timeout=30,
                 what=f"progress before kill {round_ + 1}",
+            )
+            # killed while its handler runs (with the cap shared by three, a worker may hold
+            # nothing at a given moment, and then nothing of it could come back)
+            h.wait(
+                lambda v=victim: _running(h, "ABC"[v]),
+                timeout=30,
+                what=f"a handler running in {'ABC'[victim]}",
             )
             workers[victim].signal(signal.SIGKILL)
             workers.append(h.spawn(spare, **opts))

@@ -1,0 +1,224 @@
+"""The common fetch: every partition to serve takes a new cursor batch (issue 35).
+
+Where no partition a fetch serves has delivery-state rows, a batch still out, or a delayed message
+(or a redriven copy for another group) in its new range, and no flow control applies, queue_fetch
+serves them all in four statements instead of about six per partition. It must deliver exactly
+what the partition-by-partition loop delivers: the same partitions in the same order, cut at
+``p_max_messages`` in the same place (G6, G7), nothing that waits, and nothing twice (G4) when
+another writer changed a partition between the plain read that listed it and the lock.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+from helpers.support import Consumer, publish, rows, scalar, server_now, wait_until
+
+TOPIC = "common"
+
+
+def _waits_for_offsets_row(conn) -> bool:
+    """A transaction waits for a lock on a queue_offsets row of this test's database (read from
+    InnoDB's own report: MariaDB's INNODB_TRX does not list a routine's waiting transaction)."""
+    database = scalar(conn, "SELECT DATABASE()")
+    status = rows(conn, "SHOW ENGINE INNODB STATUS")[0]["Status"]
+    pattern = (
+        rf"of table `{re.escape(database)}`\.`queue_offsets` trx id \d+ lock_mode X[^\n]*waiting"
+    )
+    return re.search(pattern, status) is not None
+
+
+def _counters(conn) -> dict[str, int]:
+    cur = conn.cursor()
+    cur.execute(
+        "SHOW SESSION STATUS "
+        "WHERE Variable_name IN ('Com_update', 'Com_update_multi', 'Com_select')"
+    )
+    got = {name: int(value) for name, value in cur.fetchall()}
+    cur.close()
+    return got
+
+
+def _settled(conn, keys: list[str], per_key: int, batch_size: int = 10) -> Consumer:
+    """A consumer whose partitions (one per key) have offsets rows and nothing out."""
+    for key in keys:
+        for i in range(per_key):
+            publish(conn, TOPIC, key, f"{key}-{i}", b"x")
+    c = Consumer(conn, "g", TOPIC, "s", batch_size=batch_size)
+    c.subscribe()
+    c.tick()
+    got = c.fetch()
+    assert len(got) == len(keys) * per_key
+    assert c.ack(got)["settled"] == len(got)
+    return c
+
+
+def _by_key(msgs) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for m in msgs:
+        out.setdefault(m["partition_key"], []).append(m["offset"])
+    return out
+
+
+def test_new_batches_of_many_partitions_are_moved_by_one_update(conn):
+    keys = [f"k{i}" for i in range(8)]
+    c = _settled(conn, keys, 1, batch_size=2)
+    for key in keys:
+        for i in range(3):
+            publish(conn, TOPIC, key, f"{key}-new-{i}", b"x")
+    before = _counters(conn)
+    got = c.fetch()
+    after = _counters(conn)
+    assert _by_key(got) == {key: [2, 3] for key in keys}
+    assert len({(m["partition_id"], m["token"]) for m in got}) == len(keys)
+    # the loop runs one UPDATE of queue_offsets per partition served
+    updates = sum(after[k] - before[k] for k in ("Com_update", "Com_update_multi"))
+    assert updates == 1
+    assert after["Com_select"] - before["Com_select"] <= 8
+    assert c.ack(got)["settled"] == len(got)
+    assert _by_key(c.fetch()) == {key: [4] for key in keys}
+
+
+def test_a_delayed_message_in_one_new_range_waits_and_the_others_are_served(conn):
+    c = _settled(conn, ["a", "b"], 1)
+    publish(conn, TOPIC, "a", "a-now", b"x")
+    publish(conn, TOPIC, "a", "a-later", b"x", delay_ms=600_000)
+    publish(conn, TOPIC, "a", "a-now-too", b"x")
+    publish(conn, TOPIC, "b", "b-now", b"x")
+    got = c.fetch()
+    assert _by_key(got) == {"a": [2, 4], "b": [2]}
+    assert "a-later" not in {m["id"] for m in got}
+
+
+def test_a_fetch_cut_at_max_messages_serves_the_same_partitions_as_the_loop(conn):
+    c = _settled(conn, ["a", "b", "c"], 1)
+    for key in ("a", "b", "c"):
+        for i in range(5):
+            publish(conn, TOPIC, key, f"{key}-new-{i}", b"x")
+    got = c.fetch(max_messages=7)
+    assert len(got) == 7
+    served = _by_key(got)
+    # in the loop's order (all equal in rank and wait: the lower partition id first), the last
+    # partition served is cut short, and a partition after the cut is not touched
+    order = sorted(
+        served, key=lambda k: next(m["partition_id"] for m in got if m["partition_key"] == k)
+    )
+    assert [served[k] for k in order] == [[2, 3, 4, 5, 6], [2, 3]]
+    assert [m["partition_key"] for m in got] == [order[0]] * 5 + [order[1]] * 2
+    assert c.ack(got)["settled"] == 7
+    rest = _by_key(c.fetch())
+    assert rest[order[1]] == [4, 5, 6]
+    assert len(rest) == 2 and all(v == [2, 3, 4, 5, 6] for k, v in rest.items() if k != order[1])
+
+
+# what another writer commits on key a's partition while the fetch waits for its offsets row:
+# another fetch under the same subscriber name (on another connection) took offsets 2..3; or a
+# queue_cancel of offset 3 (a row in state 4, as the routine writes it); then key a's watermark
+CHANGES = {
+    "another_fetch": (
+        [
+            "UPDATE queue_offsets SET cursor_start = 2, cursor_pos = 3, cursor_pending = 2, "
+            "cursor_attempt = 1, cursor_token = delivery_seq + 1, "
+            "delivery_seq = delivery_seq + 1, cursor_until = %(until)s "
+            "WHERE group_name = 'g' AND partition_id = %(pid)s"
+        ],
+        {"b": [2, 3]},
+        1,
+    ),
+    "a_cancel": (
+        [
+            "UPDATE queue_offsets SET cancelled = cancelled + 1 "
+            "WHERE group_name = 'g' AND partition_id = %(pid)s",
+            "INSERT INTO queue_delivery_state (group_name, partition_id, msg_offset, state, "
+            "invisible_until, attempts, token, last_error, updated_at) "
+            "VALUES ('g', %(pid)s, 3, 4, 0, 0, 0, NULL, %(until)s)",
+        ],
+        {"a": [2], "b": [2, 3]},
+        3,
+    ),
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_a_partition_changed_while_the_fetch_waited_for_its_lock_is_not_served_again(
+    conn, connect, change
+):
+    """The list of partitions is a plain read: a writer that changed a partition and committed
+    while the fetch waited for that partition's offsets row must be seen, or the fetch would
+    hand out a batch that is already out, or a cancelled message."""
+    statements, expected, watermark_a = CHANGES[change]
+    c = _settled(conn, ["a", "b"], 1)
+    for key in ("a", "b"):
+        publish(conn, TOPIC, key, f"{key}-new-2", b"x")
+        publish(conn, TOPIC, key, f"{key}-new-3", b"x")
+    pid_a = scalar(conn, "SELECT partition_id FROM queue_partitions WHERE partition_key = 'a'")
+
+    other = connect()
+    other.autocommit(False)
+    cur = other.cursor()
+    for statement in statements:
+        cur.execute(statement, {"pid": pid_a, "until": server_now(conn) + 600_000})
+        assert cur.rowcount == 1
+
+    fetcher = connect()
+    c.conn = fetcher
+    result: dict[str, object] = {}
+
+    def fetch() -> None:
+        try:
+            result["got"] = c.fetch()
+        except Exception as exc:  # re-raised in the test's thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=fetch)
+    thread.start()
+    try:
+        wait_until(
+            lambda: _waits_for_offsets_row(conn) or not thread.is_alive(), what="the fetch to wait"
+        )
+        assert thread.is_alive(), result
+    finally:
+        other.commit()
+        thread.join(30)
+    assert "error" not in result, result["error"]
+    assert _by_key(result["got"]) == expected
+    # acked, key a's watermark passes what is done (a cancelled message too), and no further
+    assert c.ack(result["got"])["settled"] == len(result["got"])
+    pid_b = scalar(conn, "SELECT partition_id FROM queue_partitions WHERE partition_key = 'b'")
+    assert c.offsets() == {pid_a: watermark_a, pid_b: 3}
+    for key in ("a", "b"):
+        publish(conn, TOPIC, key, f"{key}-new-4", b"x")
+    # key a's next message comes unless its batch 2..3 is still out (with the other fetch)
+    assert _by_key(c.fetch()) == ({"a": [4], "b": [4]} if watermark_a == 3 else {"b": [4]})
+
+
+def test_a_group_with_a_nacked_message_waiting_is_served_in_the_same_order(conn):
+    """In the loop's order a, c (a nacked message due again), b: a group with a delivery-state
+    row goes to the loop at once, and every partition is served in that order."""
+    for key in ("a", "b", "c"):
+        publish(conn, TOPIC, key, f"{key}-1", b"x")
+    t0 = server_now(conn) + 5_000
+    c = Consumer(conn, "g", TOPIC, "s")
+    c.subscribe(now=t0)
+    c.tick(now=t0)
+    first = {m["partition_key"]: m for m in c.fetch(now=t0)}
+    # each partition's offsets row is written at another time: the order is a, c, b
+    assert c.ack([first["a"]], now=t0 + 10)["settled"] == 1
+    assert c.nack([first["c"]], now=t0 + 20)["settled"] == 1
+    assert c.ack([first["b"]], now=t0 + 30)["settled"] == 1
+    publish(conn, TOPIC, "a", "a-2", b"x")
+    publish(conn, TOPIC, "b", "b-2", b"x")
+    assert server_now(conn) < t0  # published before the fetch's clock
+    before = _counters(conn)
+    got = c.fetch(now=t0 + 40)
+    after = _counters(conn)
+    assert [(m["id"], m["attempt"]) for m in got] == [("a-2", 1), ("c-1", 2), ("b-2", 1)]
+    assert after["Com_update_multi"] == before["Com_update_multi"]
+    assert c.ack(got, now=t0 + 50)["settled"] == 3
+    # no row is left: the common fetch again
+    publish(conn, TOPIC, "c", "c-2", b"x")
+    before = _counters(conn)
+    assert [m["id"] for m in c.fetch()] == ["c-2"]
+    assert _counters(conn)["Com_update_multi"] - before["Com_update_multi"] == 1
