@@ -342,7 +342,16 @@ def skip_locked_fill(dsn: str, messages: int) -> None:
 
 
 def _skip_locked_worker(
-    dsn, batch_size, stop, out, poll, latency, isolation="READ COMMITTED", ready=None, gate=None
+    dsn,
+    batch_size,
+    stop,
+    out,
+    poll,
+    latency,
+    isolation="READ COMMITTED",
+    ready=None,
+    gate=None,
+    retried=None,
 ) -> None:
     """One consumer: take, handle, delete, commit; when empty, exit (drain: ``stop`` is None)
     or sleep ``poll`` seconds and look again (steady state, until ``stop`` is set).
@@ -351,7 +360,8 @@ def _skip_locked_worker(
     session_isolation)`` on ``out``: ``latencies`` maps a message's rate index (the first two
     bytes of its payload) to publish->handler seconds, ``cpu`` is the process's CPU seconds from
     its start to its end, ``session_isolation`` the level the server says the session has.
-    ``gate``: a barrier it waits at first (see :func:`start_gate`)."""
+    ``gate``: a barrier it waits at first (see :func:`start_gate`); ``retried``: an event it sets
+    each time it takes a batch again after a lock wait timeout or a deadlock (tests)."""
     start_gate(gate)
     cpu_start = cpu_seconds()
     conn = connection.connect(dsn)
@@ -400,6 +410,8 @@ def _skip_locked_worker(
                 if exc.args[0] not in (1205, 1213):
                     raise
                 conn.rollback()
+                if retried is not None:
+                    retried.set()
                 continue
             for values, seconds in taken:
                 values.append(seconds)
