@@ -8,6 +8,21 @@
 {% macro cursor_entry(hi, attempt) %}
 JSON_ARRAY(v_pid, v_lo, {{ hi }}, v_token, {{ attempt }}, {{ m.FETCH_KIND_CURSOR }}, v_visit)
 {%- endmacro %}
+{#- The common fetch's cursor batches (v_out) sorted by partition, as e: the order its lock and
+    its move take the offsets rows in, the settles' order. -#}
+{% macro served_by_partition() %}
+(
+                SELECT e.e_pid, e.e_lo, e.e_hi, e.e_token
+                FROM JSON_TABLE(v_out, '$[*]' COLUMNS (
+                    e_pid BIGINT PATH '$[0]',
+                    e_lo BIGINT PATH '$[1]',
+                    e_hi BIGINT PATH '$[2]',
+                    e_token BIGINT PATH '$[3]'
+                )) AS e
+                ORDER BY e.e_pid
+                LIMIT 1000000000  -- noqa: AM09
+            ) AS e
+{%- endmacro %}
 {#- A redriven copy meant for another group, which this group skips. -#}
 {% macro for_another_group() %}
 msg.target_group IS NOT NULL AND msg.target_group <> v_group
@@ -159,6 +174,8 @@ BEGIN  -- noqa: LT02
     -- cursors. Otherwise, or if one partition is not so, the loop below serves them. (A group
     -- with rows goes to the loop at once: where a partition has a row, the loop serves it, and
     -- trying first would cost the list)
+    -- (a SELECT: the same read in an IF's condition is a locking one, which waits on another
+    -- transaction's uncommitted row)
     SELECT EXISTS (SELECT 1 FROM queue_delivery_state AS s WHERE s.group_name = v_group) INTO v_x;
     IF v_flow = 0 AND v_x = 0 THEN
         SELECT
@@ -238,16 +255,7 @@ BEGIN  -- noqa: LT02
             -- locked in partition order; a settle or a cancel that committed since the list was
             -- read shows as a moved cursor, a new token or a delivery-state row
             SELECT STRAIGHT_JOIN COUNT(*) INTO v_x
-            FROM (
-                SELECT e.e_pid, e.e_lo, e.e_token
-                FROM JSON_TABLE(v_out, '$[*]' COLUMNS (
-                    e_pid BIGINT PATH '$[0]',
-                    e_lo BIGINT PATH '$[1]',
-                    e_token BIGINT PATH '$[3]'
-                )) AS e
-                ORDER BY e.e_pid
-                LIMIT 1000000000  -- noqa: AM09
-            ) AS e
+            FROM {{ served_by_partition() }}
             INNER JOIN queue_offsets AS o ON o.group_name = v_group AND o.partition_id = e.e_pid
             LEFT JOIN queue_delivery_state AS s ON s.group_name = v_group AND s.partition_id = e.e_pid
             WHERE
@@ -255,17 +263,7 @@ BEGIN  -- noqa: LT02
                 AND s.partition_id IS NULL
             FOR UPDATE;
             IF v_x = v_parts THEN
-                UPDATE (
-                    SELECT e.e_pid, e.e_lo, e.e_hi, e.e_token
-                    FROM JSON_TABLE(v_out, '$[*]' COLUMNS (
-                        e_pid BIGINT PATH '$[0]',
-                        e_lo BIGINT PATH '$[1]',
-                        e_hi BIGINT PATH '$[2]',
-                        e_token BIGINT PATH '$[3]'
-                    )) AS e
-                    ORDER BY e.e_pid
-                    LIMIT 1000000000  -- noqa: AM09
-                ) AS e
+                UPDATE {{ served_by_partition() }}
                 STRAIGHT_JOIN queue_offsets AS o ON o.group_name = v_group AND o.partition_id = e.e_pid
                 SET
                     o.cursor_start = e.e_lo, o.cursor_pos = e.e_hi, o.cursor_token = e.e_token,

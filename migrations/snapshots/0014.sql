@@ -278,10 +278,11 @@ BEGIN
         IF v_parts > 0 AND v_simple = v_parts THEN
             SELECT STRAIGHT_JOIN COUNT(*) INTO v_x
             FROM (
-                SELECT e.e_pid, e.e_lo, e.e_token
+                SELECT e.e_pid, e.e_lo, e.e_hi, e.e_token
                 FROM JSON_TABLE(v_out, '$[*]' COLUMNS (
                     e_pid BIGINT PATH '$[0]',
                     e_lo BIGINT PATH '$[1]',
+                    e_hi BIGINT PATH '$[2]',
                     e_token BIGINT PATH '$[3]'
                 )) AS e
                 ORDER BY e.e_pid
@@ -295,16 +296,16 @@ BEGIN
             FOR UPDATE;
             IF v_x = v_parts THEN
                 UPDATE (
-                    SELECT e.e_pid, e.e_lo, e.e_hi, e.e_token
-                    FROM JSON_TABLE(v_out, '$[*]' COLUMNS (
-                        e_pid BIGINT PATH '$[0]',
-                        e_lo BIGINT PATH '$[1]',
-                        e_hi BIGINT PATH '$[2]',
-                        e_token BIGINT PATH '$[3]'
-                    )) AS e
-                    ORDER BY e.e_pid
-                    LIMIT 1000000000
-                ) AS e
+                SELECT e.e_pid, e.e_lo, e.e_hi, e.e_token
+                FROM JSON_TABLE(v_out, '$[*]' COLUMNS (
+                    e_pid BIGINT PATH '$[0]',
+                    e_lo BIGINT PATH '$[1]',
+                    e_hi BIGINT PATH '$[2]',
+                    e_token BIGINT PATH '$[3]'
+                )) AS e
+                ORDER BY e.e_pid
+                LIMIT 1000000000
+            ) AS e
                 STRAIGHT_JOIN queue_offsets AS o ON o.group_name = v_group AND o.partition_id = e.e_pid
                 SET
                     o.cursor_start = e.e_lo, o.cursor_pos = e.e_hi, o.cursor_token = e.e_token,

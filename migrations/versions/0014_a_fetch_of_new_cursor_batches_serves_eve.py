@@ -14,7 +14,7 @@ revision = "0014"
 down_revision = "0013"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "a55a3f5fc1be5c14a8e6e726a6b97836e61793f6d4cfbb300639f805307d994d"
+snapshot_sha256 = "5f8493eaeadbabfff87dedafe8363bad94434b9671dfafb9f2c397b6a5d55520"
 
 
 def upgrade() -> None:
