@@ -9,17 +9,22 @@
 JSON_ARRAY(v_pid, v_lo, {{ hi }}, v_token, {{ attempt }}, {{ m.FETCH_KIND_CURSOR }}, v_visit)
 {%- endmacro %}
 {#- The common fetch's cursor batches (v_out) sorted by partition, as e: the order its lock and
-    its move take the offsets rows in, the settles' order. -#}
+    its move take the offsets rows in, the settles' order. (The rows are materialized before the
+    sort, see m.json_rows_sorted.) -#}
 {% macro served_by_partition() %}
 (
-                SELECT e.e_pid, e.e_lo, e.e_hi, e.e_token
-                FROM JSON_TABLE(v_out, '$[*]' COLUMNS (
-                    e_pid BIGINT PATH '$[0]',
-                    e_lo BIGINT PATH '$[1]',
-                    e_hi BIGINT PATH '$[2]',
-                    e_token BIGINT PATH '$[3]'
-                )) AS e
-                ORDER BY e.e_pid
+                SELECT b.e_pid, b.e_lo, b.e_hi, b.e_token
+                FROM (
+                    SELECT e.e_pid, e.e_lo, e.e_hi, e.e_token
+                    FROM JSON_TABLE(v_out, '$[*]' COLUMNS (
+                        e_pid BIGINT PATH '$[0]',
+                        e_lo BIGINT PATH '$[1]',
+                        e_hi BIGINT PATH '$[2]',
+                        e_token BIGINT PATH '$[3]'
+                    )) AS e
+                    LIMIT 1000000000  -- noqa: AM09
+                ) AS b
+                ORDER BY b.e_pid
                 LIMIT 1000000000  -- noqa: AM09
             ) AS e
 {%- endmacro %}

@@ -8,15 +8,17 @@ ratio stays honest where separate benchmark runs differ by ±30 %.
 
   * publish: ``--publishes`` single keyed ``queue_publish`` CALLs over 64 keys, autocommit;
   * consume: a backlog of ``--messages`` on 64 keys, drained by one consumer with ``queue_fetch``
-    (batch 10, up to 100 messages) and ``queue_ack`` of what came, as runs of offsets (the
-    driver's form); with ``--nack-first``, the first message of every fetch is nacked (delay 0,
-    before the ack of the rest), so every fetch meets a partition with a delivery-state row.
+    (batch 10, up to ``--max-messages``, default 100: about 10 partitions a fetch; 160 is what a
+    consumer of ``mysqlq bench`` with 4 processes takes, 16 partitions) and ``queue_ack`` of what
+    came, as runs of offsets (the driver's form); with ``--nack-first``, the first message of
+    every fetch is nacked (delay 0, before the ack of the rest), so every fetch meets a partition
+    with a delivery-state row.
 
 Prints each version's figures and the ratios tree / base (1.00: the same cost; above: slower).
 Server and client time together, as a client sees them; the client work is the same in both.
 
 Usage: python scripts/ab_procedures.py --base 0010 [--dsn mysql://root@127.0.0.1:3306]
-       [--publishes 3000] [--messages 10000] [--nack-first]
+       [--publishes 3000] [--messages 10000] [--max-messages 100] [--nack-first]
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def publish(conns: dict[str, Any], count: int) -> dict[str, list[float]]:
 
 
 def consume(
-    conns: dict[str, Any], count: int, nack_first: bool = False
+    conns: dict[str, Any], count: int, nack_first: bool = False, most: int = 100
 ) -> dict[str, tuple[float, float, int]]:
     for conn in conns.values():
         call(conn, "CALL queue_subscribe(%s, %s, %s, %s, %s, %s, NULL)",
@@ -93,7 +95,7 @@ def consume(
                 continue
             started = time.perf_counter()
             rows = call(conns[name], "CALL queue_fetch(%s, %s, %s, %s, %s, %s, NULL)",
-                        ("g", "ab.consume", "s1", 10, VISIBILITY_MS, 100))  # fmt: skip
+                        ("g", "ab.consume", "s1", 10, VISIBILITY_MS, most))  # fmt: skip
             fetched = time.perf_counter()
             if not rows:
                 raise SystemExit(f"{name}: fetch returned nothing after {got[name]} messages")
@@ -118,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dsn", help="server URL (default: the local server the tests use)")
     parser.add_argument("--publishes", type=int, default=3000)
     parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument("--max-messages", type=int, default=100, help="per fetch")
     parser.add_argument(
         "--nack-first", action="store_true", help="nack the first message of every fetch"
     )
@@ -135,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             conns[name] = db.connect()
         took = publish(conns, args.publishes)
-        drained = consume(conns, args.messages, args.nack_first)
+        drained = consume(conns, args.messages, args.nack_first, args.max_messages)
     print(f"base: revision {args.base}; tree: {ROOT.name}'s sql/ and procedures/")
     for name in ("base", "tree"):
         fetch, ack, got = drained[name]

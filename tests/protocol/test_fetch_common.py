@@ -222,3 +222,30 @@ def test_a_group_with_a_nacked_message_waiting_is_served_in_the_same_order(conn)
     before = _counters(conn)
     assert [m["id"] for m in c.fetch()] == ["c-2"]
     assert _counters(conn)["Com_update_multi"] - before["Com_update_multi"] == 1
+
+
+def _disk_sorts(conn) -> dict[str, int]:
+    cur = conn.cursor()
+    cur.execute(
+        "SHOW SESSION STATUS WHERE Variable_name IN ('Created_tmp_files', 'Sort_merge_passes')"
+    )
+    got = {name: int(value) for name, value in cur.fetchall()}
+    cur.close()
+    return got
+
+
+def test_a_fetch_and_an_ack_of_many_partitions_sort_nothing_on_disk(conn):
+    """The common fetch's list of 20 partitions, its lock and its move, and the common ack of
+    their batches sort rows a derived table has materialized: sorted straight from JSON_TABLE,
+    past about a dozen rows MariaDB spilled them to two files on disk and merged them, at every
+    call (json_rows_sorted in _macros.sql)."""
+    keys = [f"k{i}" for i in range(20)]
+    c = _settled(conn, keys, 1)
+    for key in keys:
+        for i in range(3):
+            publish(conn, TOPIC, key, f"{key}-new-{i}", b"x")
+    before = _disk_sorts(conn)
+    got = c.fetch()
+    assert _by_key(got) == {key: [2, 3, 4] for key in keys}
+    assert c.ack(got)["settled"] == len(got)
+    assert _disk_sorts(conn) == before
