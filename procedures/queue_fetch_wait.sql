@@ -52,7 +52,8 @@ BEGIN
 
     -- each probe is a plain read in its own statement, so it sees what committed since the last
     -- one (call with no transaction open, as for queue_fetch); the probe is the query that picks
-    -- queue_fetch's partitions, stopped at the first hit
+    -- queue_fetch's partitions, stopped at the first hit (in no order: any hit will do, and an
+    -- ORDER BY sorted every held partition first, in a temporary table)
     wait_loop: LOOP
         SET v_now = {{ m.now_ms('p_now') }};
         SET v_ready = NULL;
@@ -65,7 +66,6 @@ BEGIN
         IF v_blocked = 0 THEN
             SELECT l.partition_id INTO v_ready
             {{ m.held_partitions_with_work() }}
-            ORDER BY l.partition_id
             LIMIT 1;
         END IF;
         -- SLEEP returns 1 when the wait is interrupted (KILL QUERY): stop waiting then too

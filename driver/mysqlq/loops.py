@@ -6,7 +6,8 @@
   once the flush loop is done;
 * :class:`FetchLoop` — ``queue_fetch_wait`` for every partition held in one call: a long poll
   that waits inside the server, up to ``poll_interval``, until a held partition has work; the
-  messages are buffered and their partitions' runners started;
+  messages are buffered and their partitions' runners started; after a fetch that served every
+  partition held, it first waits for the flush of their outcomes (:meth:`FetchLoop.settle`);
 * :class:`KeepaliveLoop` — every ``visibility_timeout / 3``, one ``queue_extend`` for every
   message held, running or buffered (G14); gives up on handlers past ``max_handler_time`` and
   releases buffered messages of partitions no longer held under their epoch;
@@ -159,6 +160,8 @@ class FetchLoop:
                     self.idle()
                     continue
                 fetched_at = time.monotonic()
+                # a flush from now on may free a partition this fetch does not serve (see settle)
+                control.wake.clear()
                 try:
                     # a long poll: the server waits up to poll_interval for work to appear on
                     # the held partitions, so a message is fetched within ~10 ms of its commit
@@ -183,6 +186,7 @@ class FetchLoop:
                 if rows:
                     # the server's deadline is at least this late: it read its clock after we sent
                     self.dispatch(rows, fetched_at + s.visibility_timeout)
+                    self.settle(rows)
                 # the server has already waited when nothing came; after a partial fetch, the
                 # next long poll returns as soon as more work appears
                 if not rows and time.monotonic() - fetched_at < s.poll_interval / 2:
@@ -194,6 +198,17 @@ class FetchLoop:
     def idle(self) -> None:
         self.control.wake.wait(self.settings.poll_interval)
         self.control.wake.clear()
+
+    def settle(self, rows: list[dict[str, Any]]) -> None:
+        """After a fetch that served every partition held, wait for the next flush (it wakes
+        this loop), up to ``poll_interval``, before the next long poll: until their messages are
+        settled those partitions have nothing to deliver (a partition's next batch waits for its
+        last one), so the server's probe, every 10 ms, would only find the flush late and cost a
+        read each time. A fetch that left a held partition out polls at once, as that partition
+        may get work any time."""
+        served = {row["partition_id"] for row in rows}
+        if served.issuperset(self.holdings.leases):
+            self.idle()
 
     def dispatch(self, rows: list[dict[str, Any]], deadline: float) -> None:
         messages = [self.make(r) for r in rows]

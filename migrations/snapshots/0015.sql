@@ -965,3 +965,123 @@ BEGIN
         OR (d.d_kind = 1 AND s.token = d.d_token AND s.state = 1)
     ORDER BY d.d_visit, d.d_offset;
 END
+
+-- mysqlq:object procedure queue_fetch_wait
+CREATE PROCEDURE queue_fetch_wait(
+    IN p_group LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_topic LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_subscriber LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    IN p_batch_size BIGINT,
+    IN p_visibility_ms BIGINT,
+    IN p_max_messages BIGINT,
+    IN p_wait_ms BIGINT,
+    IN p_now BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_deadline BIGINT;
+    DECLARE v_now BIGINT;
+    DECLARE v_ready BIGINT;
+    DECLARE v_slept INT DEFAULT 0;
+    DECLARE v_group VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_subscriber VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_flow INT DEFAULT 0;
+    DECLARE v_blocked INT DEFAULT 0;
+    DECLARE v_allowance BIGINT;
+    DECLARE v_tokens DECIMAL(20, 6);
+    DECLARE v_full TINYINT;
+    DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
+
+    IF p_group IS NULL OR CHAR_LENGTH(p_group) NOT BETWEEN 1 AND 191
+        OR p_group REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_group must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_topic IS NULL OR CHAR_LENGTH(p_topic) NOT BETWEEN 1 AND 191
+        OR p_topic REGEXP '[^A-Za-z0-9._:/-]' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ001 p_topic must be 1 to 191 characters of A-Z a-z 0-9 . _ - : /';
+    END IF;
+    IF p_subscriber IS NULL OR CHAR_LENGTH(p_subscriber) NOT BETWEEN 1 AND 191 OR p_subscriber LIKE '% ' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ002 p_subscriber must be 1 to 191 characters, not ending in a space';
+    END IF;
+    IF p_wait_ms IS NULL OR p_wait_ms NOT BETWEEN 0 AND 60000 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ003 p_wait_ms must be set and between 0 and 60000 ms';
+    END IF;
+    IF p_now IS NOT NULL AND p_now NOT BETWEEN 0 AND 253402300799999 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ005 p_now must be NULL or epoch milliseconds';
+    END IF;
+    IF p_now IS NOT NULL THEN
+        IF NOT EXISTS (
+            SELECT 1 FROM queue_settings AS s
+            WHERE s.setting = 'test_clock' AND s.value = 'on'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ024 p_now must be NULL: this database has no test clock, the server clock decides';
+        END IF;
+    END IF;
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_topic OR RIGHT(a.pattern, 1) = '*'
+            AND LEFT(p_topic, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'consume'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not consume this topic (queue_acl)';
+        END IF;
+    END IF;
+    IF EXISTS (SELECT 1 FROM queue_acl) THEN
+        IF (
+            SELECT COUNT(*) > 0 AND COALESCE(MAX((a.pattern = p_group OR RIGHT(a.pattern, 1) = '*'
+            AND LEFT(p_group, CHAR_LENGTH(a.pattern) - 1) = LEFT(a.pattern, CHAR_LENGTH(a.pattern) - 1))), 0) = 0
+            FROM queue_acl AS a
+            WHERE a.user_name = CONVERT(LEFT(USER(), CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) USING utf8mb4) AND a.operation = 'group'
+        ) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'MQ023 this account may not group this group (queue_acl)';
+        END IF;
+    END IF;
+    SET v_group = p_group;
+    SET v_topic = p_topic;
+    SET v_subscriber = p_subscriber;
+    SET v_deadline = COALESCE(NULL, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED)) + p_wait_ms;
+    SELECT COALESCE(MAX(s.paused OR s.topic_paused OR s.rate_per_s IS NOT NULL OR s.concurrency IS NOT NULL), 0)
+    INTO v_flow
+    FROM queue_subscriptions AS s
+    WHERE s.group_name = v_group AND s.topic = v_topic;
+
+    wait_loop: LOOP
+        SET v_now = COALESCE(p_now, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED));
+        SET v_ready = NULL;
+        IF v_flow = 1 THEN
+            CALL queue__flow_allowance(v_group, v_topic, v_now, 0, v_allowance, v_tokens, v_full);
+            SET v_blocked = COALESCE(v_allowance, 1) = 0;
+            SET v_flow = v_allowance IS NOT NULL;
+        END IF;
+        IF v_blocked = 0 THEN
+            SELECT l.partition_id INTO v_ready
+            FROM queue_partition_leases AS l
+        INNER JOIN queue_partitions AS p ON l.partition_id = p.partition_id
+        LEFT JOIN queue_offsets AS o ON l.group_name = o.group_name AND l.partition_id = o.partition_id
+        WHERE
+            l.group_name = v_group AND l.topic = v_topic AND l.leased_by = v_subscriber
+            AND l.expires_at > v_now
+            AND (
+                o.partition_id IS NULL
+                OR (o.cursor_pending = 0 AND p.last_offset > o.cursor_pos)
+                OR (o.cursor_pending > 0 AND o.cursor_until <= v_now)
+                OR EXISTS (
+                    SELECT 1 FROM queue_delivery_state AS s
+                    WHERE
+                        s.group_name = l.group_name AND s.partition_id = l.partition_id
+                        AND s.state <= 1 AND s.invisible_until <= v_now
+                )
+            )
+            LIMIT 1;
+        END IF;
+        IF v_ready IS NOT NULL OR v_slept = 1 OR COALESCE(NULL, CAST(UNIX_TIMESTAMP(LEAST(NOW(3), SYSDATE(3))) * 1000 AS SIGNED)) >= v_deadline THEN
+            LEAVE wait_loop;
+        END IF;
+        SELECT SLEEP(0.01) INTO v_slept;
+    END LOOP;
+
+    CALL queue_fetch(p_group, p_topic, p_subscriber, p_batch_size, p_visibility_ms, p_max_messages, p_now);
+END

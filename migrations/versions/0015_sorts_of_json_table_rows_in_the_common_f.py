@@ -1,5 +1,5 @@
 """sorts of JSON_TABLE rows in the common fetch and the settles read them from a materialized
-derived table: MariaDB spilled them to disk
+derived table: MariaDB spilled them to disk; the long poll's probe sorts nothing
 
 Revision ID: 0015
 Revises: 0014
@@ -15,7 +15,7 @@ revision = "0015"
 down_revision = "0014"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "fa2b4f6b024b2c5b753ed5fac668a26e22461784d372e859967f9d695f71e709"
+snapshot_sha256 = "363caf51a518d04020a05ea79eb7cea6766268c06a5200df284556b26686e546"
 
 
 def upgrade() -> None:
