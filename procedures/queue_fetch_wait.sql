@@ -66,7 +66,7 @@ BEGIN
         IF v_blocked = 0 THEN
             SELECT l.partition_id INTO v_ready
             {{ m.held_partitions_with_work() }}
-            LIMIT 1;
+            LIMIT 1;  -- noqa: AM09
         END IF;
         -- SLEEP returns 1 when the wait is interrupted (KILL QUERY): stop waiting then too
         IF v_ready IS NOT NULL OR v_slept = 1 OR {{ m.now_ms('NULL') }} >= v_deadline THEN
