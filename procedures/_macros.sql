@@ -374,6 +374,12 @@ IF {{ dlq }} = {{ topic }} THEN
     END IF
 {%- endmacro %}
 
+{#- The arguments of a JSON_TABLE whose rows are seq_n = 1 .. n (n at least 1): a join on
+    seq_n <= last - first + 1 expands ranges of offsets into one row per offset. -#}
+{% macro sequence_rows(n) -%}
+CONCAT('[', REPEAT('0,', {{ n }} - 1), '0]'), '$[*]' COLUMNS (seq_n FOR ORDINALITY)
+{%- endmacro %}
+
 {#- json_rows_sorted: rows of a JSON_TABLE are sorted or grouped only once a derived table with a
     LIMIT has materialized them. MariaDB sizes a sort of JSON_TABLE rows for about a dozen rows,
     whatever the document holds, and past that spills it to two files on disk and merges them

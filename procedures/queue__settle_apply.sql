@@ -241,7 +241,7 @@ BEGIN  -- noqa: LT02
                         FROM
                             {{ m.deliveries_table('p_deliveries') }}
                         INNER JOIN JSON_TABLE(
-                            CONCAT('[', REPEAT('0,', v_span - 1), '0]'), '$[*]' COLUMNS (seq_n FOR ORDINALITY)
+                            {{ m.sequence_rows('v_span') }}
                         ) AS seq ON seq.seq_n <= d.d_last - d.d_first + 1
                         WHERE d.d_pid = v_pid
                         ORDER BY d_off;

@@ -247,7 +247,7 @@ BEGIN  -- noqa: LT02
                     e_hi BIGINT PATH '$[2]'
                 )) AS e
             INNER JOIN JSON_TABLE(
-                CONCAT('[', REPEAT('0,', v_span - 1), '0]'), '$[*]' COLUMNS (seq_n FOR ORDINALITY)
+                {{ m.sequence_rows('v_span') }}
             ) AS seq ON seq.seq_n <= e.e_hi - e.e_lo + 1
             INNER JOIN queue_messages AS msg
                 ON msg.partition_id = e.e_pid AND msg.msg_offset = e.e_lo + seq.seq_n - 1
@@ -587,7 +587,7 @@ BEGIN  -- noqa: LT02
                     d_visit INT PATH '$[6]'
                 )) AS e
             INNER JOIN JSON_TABLE(
-                CONCAT('[', REPEAT('0,', v_span - 1), '0]'), '$[*]' COLUMNS (seq_n FOR ORDINALITY)
+                {{ m.sequence_rows('v_span') }}
             ) AS seq ON seq.seq_n <= e.d_hi - e.d_lo + 1
             -- (a LIMIT keeps the derived table from being merged into the join: materialized,
             -- it is the first table, sorted alone, with no temporary table holding payloads)

@@ -31,14 +31,12 @@ class Calls:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.done: list[tuple[str, float, float]] = []
         self.fetching_since: float | None = None
-        self.fetch_started = threading.Event()
         rows = link.Link.rows
 
         def counted(this: Any, sql: str, *args: Any, **kw: Any) -> Any:
             started = time.monotonic()
             if sql == _sql.FETCH_WAIT:
                 self.fetching_since = started
-                self.fetch_started.set()
             try:
                 return rows(this, sql, *args, **kw)
             finally:

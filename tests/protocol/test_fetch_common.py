@@ -30,15 +30,11 @@ def _waits_for_offsets_row(conn) -> bool:
     return re.search(pattern, status) is not None
 
 
-def _counters(conn) -> dict[str, int]:
-    cur = conn.cursor()
-    cur.execute(
-        "SHOW SESSION STATUS "
-        "WHERE Variable_name IN ('Com_update', 'Com_update_multi', 'Com_select')"
-    )
-    got = {name: int(value) for name, value in cur.fetchall()}
-    cur.close()
-    return got
+def _counters(conn, names=("Com_update", "Com_update_multi", "Com_select")) -> dict[str, int]:
+    """The session's status counters ``names``."""
+    marks = ", ".join(["%s"] * len(names))
+    found = rows(conn, f"SHOW SESSION STATUS WHERE Variable_name IN ({marks})", *names)
+    return {r["Variable_name"]: int(r["Value"]) for r in found}
 
 
 def _settled(conn, keys: list[str], per_key: int, batch_size: int = 10) -> Consumer:
@@ -224,16 +220,6 @@ def test_a_group_with_a_nacked_message_waiting_is_served_in_the_same_order(conn)
     assert _counters(conn)["Com_update_multi"] - before["Com_update_multi"] == 1
 
 
-def _disk_sorts(conn) -> dict[str, int]:
-    cur = conn.cursor()
-    cur.execute(
-        "SHOW SESSION STATUS WHERE Variable_name IN ('Created_tmp_files', 'Sort_merge_passes')"
-    )
-    got = {name: int(value) for name, value in cur.fetchall()}
-    cur.close()
-    return got
-
-
 def test_a_fetch_and_an_ack_of_many_partitions_sort_nothing_on_disk(conn):
     """The common fetch's list of 20 partitions, its lock and its move, and the common ack of
     their batches sort rows a derived table has materialized: sorted straight from JSON_TABLE,
@@ -244,8 +230,9 @@ def test_a_fetch_and_an_ack_of_many_partitions_sort_nothing_on_disk(conn):
     for key in keys:
         for i in range(3):
             publish(conn, TOPIC, key, f"{key}-new-{i}", b"x")
-    before = _disk_sorts(conn)
+    disk_sorts = ("Created_tmp_files", "Sort_merge_passes")
+    before = _counters(conn, disk_sorts)
     got = c.fetch()
     assert _by_key(got) == {key: [2, 3, 4] for key in keys}
     assert c.ack(got)["settled"] == len(got)
-    assert _disk_sorts(conn) == before
+    assert _counters(conn, disk_sorts) == before
