@@ -386,6 +386,16 @@ CONCAT('[', REPEAT('0,', {{ n }} - 1), '0]'), '$[*]' COLUMNS (seq_n FOR ORDINALI
     (Created_tmp_files 2, Sort_merge_passes 1 at every call, seen with 16 rows); the same rows
     sorted from a materialized derived table stay in memory. -#}
 
+{#- offsets_upsert: a statement that moves many queue_offsets rows at once, each found by a row of
+    a derived table, is an INSERT ... SELECT ... ON DUPLICATE KEY UPDATE of rows that all exist and
+    that the caller has locked, not a multi-table UPDATE. MariaDB's multi-table UPDATE of a table
+    that is not first in the join keeps the rows to update in an internal temporary table keyed by
+    queue_offsets' primary key; that key (group_name up to 764 bytes) sends the table to disk (Aria
+    files created and removed at every call). The insert of an existing key takes the row lock the
+    caller holds already and updates the row in place: 16 rows moved in ~0.36 ms against ~0.61 ms
+    on MariaDB, about the same on MySQL. (Its VALUES are what a new row would hold; none is
+    inserted while the caller's lock shows every row there.) -#}
+
 {#- A deliveries list for the settle procedures: a JSON array of [partition_id, offset, token]. -#}
 {#- The elements of a settle call's deliveries as rows (alias d), after check_deliveries: an
     element [partition_id, offset, token] is the run of one offset; [partition_id, first, last,

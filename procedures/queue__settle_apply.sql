@@ -152,30 +152,41 @@ BEGIN  -- noqa: LT02
             ORDER BY r.r_pid
             LIMIT 1000000000  -- noqa: AM09
         ) AS r
-        LEFT JOIN queue_offsets AS o ON o.group_name = p_group AND o.partition_id = r.r_pid
-        LEFT JOIN queue_delivery_state AS s ON s.group_name = p_group AND s.partition_id = r.r_pid
+        LEFT JOIN queue_offsets AS o ON o.group_name = p_group AND r.r_pid = o.partition_id
+        LEFT JOIN queue_delivery_state AS s ON s.group_name = p_group AND r.r_pid = s.partition_id
         FOR UPDATE;
         IF v_fast = v_parts THEN
             -- (the runs first, each offsets row then found by its key: read by the group alone,
-            -- the rows would be locked one after the other, other subscribers' partitions too)
-            UPDATE (
+            -- the rows would be locked one after the other, other subscribers' partitions too;
+            -- every row is there and locked above, so each one is updated: see m.offsets_upsert)
+            INSERT INTO queue_offsets (
+                group_name, partition_id, offset_acked, cursor_pos, cursor_start, updated_at
+            )
+            SELECT
+                p_group,
+                r.r_pid,
+                r.r_max,
+                0,
+                0,
+                v_now
+            FROM (
                 SELECT
                     e.e_pid AS r_pid,
                     SUM(IF(e.e_fourth IS NULL, 1, e.e_third - e.e_first + 1)) AS r_n,
                     MAX(IF(e.e_fourth IS NULL, e.e_first, e.e_third)) AS r_max
-                FROM JSON_TABLE(p_deliveries, '$[*]' COLUMNS (
-                    e_pid BIGINT PATH '$[0]',
-                    e_first BIGINT PATH '$[1]',
-                    e_third BIGINT PATH '$[2]',
-                    e_fourth BIGINT PATH '$[3]'
-                )) AS e
+                FROM
+                    JSON_TABLE(p_deliveries, '$[*]' COLUMNS (
+                        e_pid BIGINT PATH '$[0]',
+                        e_first BIGINT PATH '$[1]',
+                        e_third BIGINT PATH '$[2]',
+                        e_fourth BIGINT PATH '$[3]'
+                    )) AS e
                 GROUP BY e.e_pid
             ) AS r
-            STRAIGHT_JOIN queue_offsets AS o ON o.group_name = p_group AND o.partition_id = r.r_pid
-            SET
-                o.offset_acked = r.r_max,
-                o.cursor_pending = o.cursor_pending - r.r_n,
-                o.updated_at = v_now;
+            ON DUPLICATE KEY UPDATE
+                offset_acked = r.r_max,
+                cursor_pending = cursor_pending - r.r_n,
+                updated_at = v_now;
             SET v_settled = v_fast_n;
         END IF;
     END IF;

@@ -69,7 +69,6 @@ CREATE PROCEDURE queue_fetch(
 )
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
--- (the parser of the linter knows no STRAIGHT_JOIN in an UPDATE: the routine is not parsed)
 BEGIN  -- noqa: LT02
     DECLARE v_now BIGINT DEFAULT {{ m.now_ms('p_now') }};  -- noqa: PRS,LT02
     DECLARE v_group {{ m.name_local() }};
@@ -181,7 +180,10 @@ BEGIN  -- noqa: LT02
     -- trying first would cost the list)
     -- (a SELECT: the same read in an IF's condition is a locking one, which waits on another
     -- transaction's uncommitted row)
-    SELECT EXISTS (SELECT 1 FROM queue_delivery_state AS s WHERE s.group_name = v_group) INTO v_x;
+    SELECT EXISTS(
+        SELECT 1 FROM queue_delivery_state AS s
+        WHERE s.group_name = v_group
+    ) INTO v_x;
     IF v_flow = 0 AND v_x = 0 THEN
         SELECT
             COUNT(*),
@@ -214,10 +216,10 @@ BEGIN  -- noqa: LT02
                     -- what the partitions served before it take (a partition with no offsets row
                     -- counts none: it is not simple, and the loop serves the call)
                     COALESCE(SUM(LEAST(p_batch_size, r.c_last - r.c_pos)) OVER (
-                        ORDER BY r.c_rank DESC, r.c_waited, r.c_pid
+                        ORDER BY r.c_rank DESC, r.c_waited ASC, r.c_pid ASC
                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
                     ), 0) AS c_before,
-                    ROW_NUMBER() OVER (ORDER BY r.c_rank DESC, r.c_waited, r.c_pid) AS c_visit
+                    ROW_NUMBER() OVER (ORDER BY r.c_rank DESC, r.c_waited ASC, r.c_pid ASC) AS c_visit
                 FROM (
                     -- (the cursor's order, in columns)
                     SELECT
@@ -250,7 +252,7 @@ BEGIN  -- noqa: LT02
                 {{ m.sequence_rows('v_span') }}
             ) AS seq ON seq.seq_n <= e.e_hi - e.e_lo + 1
             INNER JOIN queue_messages AS msg
-                ON msg.partition_id = e.e_pid AND msg.msg_offset = e.e_lo + seq.seq_n - 1
+                ON e.e_pid = msg.partition_id AND e.e_lo + seq.seq_n - 1 = msg.msg_offset
             WHERE msg.deliver_at > v_now OR ({{ for_another_group() }});
             IF v_rows > 0 THEN
                 SET v_simple = 0;
@@ -261,19 +263,29 @@ BEGIN  -- noqa: LT02
             -- read shows as a moved cursor, a new token or a delivery-state row
             SELECT STRAIGHT_JOIN COUNT(*) INTO v_x
             FROM {{ served_by_partition() }}
-            INNER JOIN queue_offsets AS o ON o.group_name = v_group AND o.partition_id = e.e_pid
-            LEFT JOIN queue_delivery_state AS s ON s.group_name = v_group AND s.partition_id = e.e_pid
+            INNER JOIN queue_offsets AS o ON o.group_name = v_group AND e.e_pid = o.partition_id
+            LEFT JOIN queue_delivery_state AS s ON s.group_name = v_group AND e.e_pid = s.partition_id
             WHERE
                 o.cursor_pending = 0 AND o.cursor_pos = e.e_lo - 1 AND o.delivery_seq = e.e_token - 1
                 AND s.partition_id IS NULL
             FOR UPDATE;
             IF v_x = v_parts THEN
-                UPDATE {{ served_by_partition() }}
-                STRAIGHT_JOIN queue_offsets AS o ON o.group_name = v_group AND o.partition_id = e.e_pid
-                SET
-                    o.cursor_start = e.e_lo, o.cursor_pos = e.e_hi, o.cursor_token = e.e_token,
-                    o.cursor_until = v_now + p_visibility_ms, o.cursor_attempt = 1,
-                    o.cursor_pending = e.e_hi - e.e_lo + 1, o.delivery_seq = e.e_token, o.updated_at = v_now;
+                -- every row is there and locked (above): each one is updated (see m.offsets_upsert)
+                INSERT INTO queue_offsets (
+                    group_name, partition_id, offset_acked, cursor_pos, cursor_start, updated_at
+                )
+                SELECT
+                    v_group,
+                    e.e_pid,
+                    e.e_lo - 1,
+                    e.e_hi,
+                    e.e_lo,
+                    v_now
+                FROM {{ served_by_partition() }}
+                ON DUPLICATE KEY UPDATE
+                    cursor_start = e.e_lo, cursor_pos = e.e_hi, cursor_token = e.e_token,
+                    cursor_until = v_now + p_visibility_ms, cursor_attempt = 1,
+                    cursor_pending = e.e_hi - e.e_lo + 1, delivery_seq = e.e_token, updated_at = v_now;
                 SET v_fast = 1;
             END IF;
         ELSEIF v_parts = 0 THEN
@@ -340,7 +352,8 @@ BEGIN  -- noqa: LT02
                 SELECT MIN(s.msg_offset) INTO v_x FROM queue_delivery_state AS s
                 WHERE
                     s.group_name = v_group AND s.partition_id = v_pid AND s.msg_offset > v_x
-                    AND s.state = {{ m.STATE_IN_FLIGHT }} AND s.invisible_until <= v_now AND s.attempts >= v_max_attempts;
+                    AND s.state = {{ m.STATE_IN_FLIGHT }} AND s.invisible_until <= v_now
+                    AND s.attempts >= v_max_attempts;
                 IF v_x IS NULL THEN
                     LEAVE expired_loop;
                 END IF;

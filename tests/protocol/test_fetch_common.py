@@ -30,7 +30,10 @@ def _waits_for_offsets_row(conn) -> bool:
     return re.search(pattern, status) is not None
 
 
-def _counters(conn, names=("Com_update", "Com_update_multi", "Com_select")) -> dict[str, int]:
+WRITES = ("Com_update", "Com_update_multi", "Com_insert_select")
+
+
+def _counters(conn, names=(*WRITES, "Com_select")) -> dict[str, int]:
     """The session's status counters ``names``."""
     marks = ", ".join(["%s"] * len(names))
     found = rows(conn, f"SHOW SESSION STATUS WHERE Variable_name IN ({marks})", *names)
@@ -58,20 +61,29 @@ def _by_key(msgs) -> dict[str, list[int]]:
     return out
 
 
-def test_new_batches_of_many_partitions_are_moved_by_one_update(conn):
+def test_new_batches_of_many_partitions_are_moved_by_one_statement(conn):
     keys = [f"k{i}" for i in range(8)]
     c = _settled(conn, keys, 1, batch_size=2)
     for key in keys:
         for i in range(3):
             publish(conn, TOPIC, key, f"{key}-new-{i}", b"x")
+    offsets_rows = rows(conn, "SELECT * FROM queue_offsets ORDER BY group_name, partition_id")
     before = _counters(conn)
     got = c.fetch()
     after = _counters(conn)
     assert _by_key(got) == {key: [2, 3] for key in keys}
     assert len({(m["partition_id"], m["token"]) for m in got}) == len(keys)
-    # the loop runs one UPDATE of queue_offsets per partition served
-    updates = sum(after[k] - before[k] for k in ("Com_update", "Com_update_multi"))
-    assert updates == 1
+    # the loop runs one UPDATE of queue_offsets per partition served; the common fetch one
+    # insert of existing keys (m.offsets_upsert), which adds no row and moves each cursor
+    assert sum(after[k] - before[k] for k in WRITES) == 1
+    moved = rows(conn, "SELECT * FROM queue_offsets ORDER BY group_name, partition_id")
+    assert [(r["group_name"], r["partition_id"]) for r in moved] == [
+        (r["group_name"], r["partition_id"]) for r in offsets_rows
+    ]
+    assert all(
+        (r["offset_acked"], r["cursor_start"], r["cursor_pos"], r["cursor_pending"]) == (1, 2, 3, 2)
+        for r in moved
+    )
     assert after["Com_select"] - before["Com_select"] <= 8
     assert c.ack(got)["settled"] == len(got)
     assert _by_key(c.fetch()) == {key: [4] for key in keys}
@@ -211,28 +223,30 @@ def test_a_group_with_a_nacked_message_waiting_is_served_in_the_same_order(conn)
     got = c.fetch(now=t0 + 40)
     after = _counters(conn)
     assert [(m["id"], m["attempt"]) for m in got] == [("a-2", 1), ("c-1", 2), ("b-2", 1)]
-    assert after["Com_update_multi"] == before["Com_update_multi"]
+    assert after["Com_insert_select"] == before["Com_insert_select"]
     assert c.ack(got, now=t0 + 50)["settled"] == 3
     # no row is left: the common fetch again
     publish(conn, TOPIC, "c", "c-2", b"x")
     before = _counters(conn)
     assert [m["id"] for m in c.fetch()] == ["c-2"]
-    assert _counters(conn)["Com_update_multi"] - before["Com_update_multi"] == 1
+    assert _counters(conn)["Com_insert_select"] - before["Com_insert_select"] == 1
 
 
-def test_a_fetch_and_an_ack_of_many_partitions_sort_nothing_on_disk(conn):
+def test_a_fetch_and_an_ack_of_many_partitions_write_nothing_to_temporary_files(conn):
     """The common fetch's list of 20 partitions, its lock and its move, and the common ack of
     their batches sort rows a derived table has materialized: sorted straight from JSON_TABLE,
     past about a dozen rows MariaDB spilled them to two files on disk and merged them, at every
-    call (json_rows_sorted in _macros.sql)."""
+    call (json_rows_sorted in _macros.sql). Their moves of the offsets rows are inserts of
+    existing keys: as multi-table UPDATEs, MariaDB kept the rows to update in a temporary table
+    on disk (offsets_upsert in _macros.sql)."""
     keys = [f"k{i}" for i in range(20)]
     c = _settled(conn, keys, 1)
     for key in keys:
         for i in range(3):
             publish(conn, TOPIC, key, f"{key}-new-{i}", b"x")
-    disk_sorts = ("Created_tmp_files", "Sort_merge_passes")
-    before = _counters(conn, disk_sorts)
+    on_disk = ("Created_tmp_files", "Sort_merge_passes", "Created_tmp_disk_tables")
+    before = _counters(conn, on_disk)
     got = c.fetch()
     assert _by_key(got) == {key: [2, 3, 4] for key in keys}
     assert c.ack(got)["settled"] == len(got)
-    assert _counters(conn, disk_sorts) == before
+    assert _counters(conn, on_disk) == before
