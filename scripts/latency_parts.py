@@ -5,7 +5,7 @@ One publisher process calls ``client.publish`` once per message (keyed over 64 k
 ``--seconds``; one ``mysqlq.Subscriber`` in this process handles them with a no-op handler. Each
 message carries the time its publish call started. For every message the script records when
 its fetch returned to the subscriber (the fetch loop's ``dispatch``, wrapped here) and when its
-handler ran, and prints the medians and p99 of:
+handler ran, and prints the medians, p90, p99 and maximum of:
 
   * the publish call (start to return: the commit included);
   * publish start -> fetched (the commit, the long poll's probe, the fetch itself, and any wait
@@ -67,8 +67,14 @@ def publisher(dsn: str, rate: float, seconds: float, batch: int, out: Any) -> No
 
 def figures(name: str, seconds: list[float]) -> str:
     ordered = sorted(seconds)
-    p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-    return f"{name}: p50 {statistics.median(ordered) * 1000:6.1f} ms, p99 {p99 * 1000:6.1f} ms"
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+    return (
+        f"{name}: p50 {statistics.median(ordered) * 1000:6.1f} ms, p90 {at(0.9):6.1f} ms, "
+        f"p99 {at(0.99):6.1f} ms, max {ordered[-1] * 1000:6.1f} ms"
+    )
 
 
 def measure(dsn: str, rate: float, seconds: float, batch: int) -> None:
