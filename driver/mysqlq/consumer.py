@@ -113,7 +113,7 @@ class Consumer:
         s, c, holdings, tally = self.settings, self.control, self.holdings, self.tally
         loops: dict[str, Callable[[], None]] = {
             "lease": LeaseLoop(s, c, holdings, self.flusher, tally.metrics),
-            "fetch": FetchLoop(s, c, holdings, tally, self.message, runners),
+            "fetch": FetchLoop(s, c, holdings, tally, self.message, runners, self.flusher),
             "keepalive": KeepaliveLoop(
                 s, c, holdings, self.settlement, tally, runners, self.flusher.final
             ),

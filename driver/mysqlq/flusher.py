@@ -75,6 +75,10 @@ class Flusher:
         self.deadline: float | None = None
         # set when the loop has flushed everything and returned
         self.done = threading.Event()
+        # batches taken so far, and the last of them whose calls have all returned (written by
+        # the loop alone, read by the fetch loop: see FetchLoop.settle)
+        self.taken = 0
+        self.flushed = 0
 
     def enqueue(self, pending: Pending) -> None:
         self._pending.append(pending)
@@ -89,7 +93,10 @@ class Flusher:
     def take(self) -> list[Pending]:
         """What has gathered, in the order it was queued (the loop's)."""
         pending, popleft = self._pending, self._pending.popleft
-        return [popleft() for _ in range(len(pending))]
+        batch = [popleft() for _ in range(len(pending))]
+        if batch:
+            self.taken += 1
+        return batch
 
     def _sleep(self, timeout: float) -> None:
         """Wait up to ``timeout`` for an outcome (or the end). The flag is set before the queue
@@ -158,4 +165,5 @@ class Flusher:
                 log.error("%s: %s of %d messages failed: %s", self.name, outcome, count, exc)
                 continue
             self._record(outcome, int(row["settled"]), int(row["stale"]), int(row["dead_lettered"]))
+        self.flushed = self.taken
         self._after()

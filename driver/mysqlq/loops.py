@@ -146,9 +146,11 @@ class FetchLoop:
         tally: Tally,
         make: Callable[[dict[str, Any]], Message],
         runners: Runners,
+        flusher: Flusher,
     ) -> None:
         self.settings, self.control, self.holdings = settings, control, holdings
         self.tally, self.make, self.runners = tally, make, runners
+        self.flusher = flusher
 
     def __call__(self) -> None:
         s, control, holdings = self.settings, self.control, self.holdings
@@ -184,9 +186,12 @@ class FetchLoop:
                     self.idle()
                     continue
                 if rows:
+                    # (read before the messages go out: a flush that takes outcomes from now on
+                    # may carry theirs)
+                    taken = self.flusher.taken
                     # the server's deadline is at least this late: it read its clock after we sent
                     self.dispatch(rows, fetched_at + s.visibility_timeout)
-                    self.settle(rows)
+                    self.settle(rows, taken)
                 # the server has already waited when nothing came; after a partial fetch, the
                 # next long poll returns as soon as more work appears
                 if not rows and time.monotonic() - fetched_at < s.poll_interval / 2:
@@ -199,16 +204,29 @@ class FetchLoop:
         self.control.wake.wait(self.settings.poll_interval)
         self.control.wake.clear()
 
-    def settle(self, rows: list[dict[str, Any]]) -> None:
-        """After a fetch that served every partition held, wait for the next flush (it wakes
-        this loop), up to ``poll_interval``, before the next long poll: until their messages are
-        settled those partitions have nothing to deliver (a partition's next batch waits for its
-        last one), so the server's probe, every 10 ms, would only find the flush late and cost a
-        read each time. A fetch that left a held partition out polls at once, as that partition
-        may get work any time."""
+    def settle(self, rows: list[dict[str, Any]], taken: int) -> None:
+        """After a fetch that served every partition held, wait for a flush of their outcomes
+        before the next long poll, up to ``poll_interval``: until their messages are settled
+        those partitions have nothing to deliver (a partition's next batch waits for its last
+        one), so the server's probe, every 10 ms, would only find the flush late and cost a
+        read each time. The flush waited for is one that took its outcomes after the fetch's
+        messages were handed out (``taken``: the flusher's batches taken before that): a flush
+        that ends while the fetch is still out carries earlier outcomes, and its wake-up alone
+        would send the next long poll out before this fetch's outcomes are flushed. A fetch that
+        left a held partition out polls at once, as that partition may get work any time, and
+        so does the wait when the loop gains a partition."""
         served = {row["partition_id"] for row in rows}
-        if served.issuperset(self.holdings.leases):
-            self.idle()
+        wake, until = self.control.wake, time.monotonic() + self.settings.poll_interval
+        while (
+            self.flusher.flushed <= taken
+            and served.issuperset(self.holdings.leases)
+            and not self.control.stopping.is_set()
+        ):
+            left = until - time.monotonic()
+            if left <= 0:
+                break
+            wake.wait(left)
+            wake.clear()
 
     def dispatch(self, rows: list[dict[str, Any]], deadline: float) -> None:
         messages = [self.make(r) for r in rows]

@@ -109,3 +109,46 @@ def test_after_leaving_a_held_partition_out_the_loop_polls_at_once(dsn, client, 
     finally:
         release.set()
         sub.stop(timeout=10)
+
+
+def test_a_flush_of_earlier_outcomes_does_not_end_the_wait(dsn, client, monkeypatch):
+    """The flush of a-2 and a-3 ends while the long poll that brings a-4 is out: after that
+    fetch (it served "a", the one partition held) the loop waits for a-4's own flush, and no
+    long poll goes out until its ack has returned."""
+    release, holding = threading.Event(), threading.Event()
+    handled: list[str] = []
+
+    def handler(message: Any) -> None:
+        if message.id == "a-2":
+            holding.set()
+            release.wait(10)
+        handled.append(message.id)
+
+    calls = Calls(monkeypatch)
+    sub = _subscriber(dsn, handler)
+    for i in (1, 2, 3):
+        client.publish(TOPIC, b"x", key="a", id=f"a-{i}")
+    sub.start()
+    try:
+        # a-1's ack is flushed alone while a-2's handler holds: the loop polls again, and a-4
+        # waits in the server for a-2 and a-3 to be acked (the batch still out)
+        assert holding.wait(10)
+        wait_until(lambda: len(calls.of(_sql.ACK)) == 1, timeout=10)
+        wait_until(lambda: calls.fetching_since is not None, timeout=5)
+        client.publish(TOPIC, b"x", key="a", id="a-4")
+        release.set()
+        wait_until(lambda: handled == ["a-1", "a-2", "a-3", "a-4"], timeout=5)
+        wait_until(lambda: sub.stats().get("acked", 0) == 4, timeout=5)
+        acks = calls.of(_sql.ACK)
+        fetches = calls.of(_sql.FETCH_WAIT)
+        (served_a4,) = [c for c in fetches if acks[-2][2] <= c[2]][:1]
+        ack_a4 = acks[-1]
+        # the long poll that served a-4 returned after a-2 and a-3's flush; the next one went
+        # out only once a-4's ack had returned
+        later = [c for c in fetches if c[1] > served_a4[2]]
+        in_flight = calls.fetching_since
+        assert all(c[1] >= ack_a4[2] for c in later), (later, ack_a4)
+        assert in_flight is None or in_flight >= ack_a4[2]
+    finally:
+        release.set()
+        sub.stop(timeout=10)
