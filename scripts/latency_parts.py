@@ -13,6 +13,16 @@ handler ran, and prints the medians, p90, p99 and maximum of:
   * fetched -> handler (the subscriber's buffer and handler pool);
   * publish start -> handler, the whole.
 
+Then where the wait from the publish call's return to the fetch went, by what the message's
+partition was doing when the call returned (its commit, or just after):
+
+  * its partition had a batch out (fetched, its outcomes not yet flushed): the wait for that
+    flush (the ack call's return), then from the flush to the fetch that brought the message;
+  * its partition had nothing out: the wait for the next fetch that served it.
+
+And the subscriber's own calls over the same span: how many a second, their median and p90
+time, and the rows a call returned (a settle call returns one).
+
 ``mysqlq bench --only steady`` measures the whole with batch publishers and two subscriber
 processes; this script splits it. A throwaway database on the server is created and dropped.
 
@@ -23,6 +33,7 @@ Usage: python scripts/latency_parts.py [--dsn mysql://root@127.0.0.1:3306] [--ra
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import multiprocessing
 import statistics
@@ -32,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import mysqlq
-from mysqlq import connection, loops
+from mysqlq import connection, flusher, link, loops
 from mysqlq.schema.render import read_schema
 from mysqlq_dev import harness, localserver
 
@@ -43,7 +54,7 @@ TOPIC = "latency"
 
 
 def publisher(dsn: str, rate: float, seconds: float, batch: int, out: Any) -> None:
-    calls = []
+    calls: list[tuple[float, float]] = []  # per message: its call's start and return
     with mysqlq.connect(dsn) as client:
         begin = time.time()
         for i in range(0, int(rate * seconds), batch):
@@ -61,7 +72,7 @@ def publisher(dsn: str, rate: float, seconds: float, batch: int, out: Any) -> No
                         for j in range(batch)
                     ],
                 )
-            calls.extend([time.time() - started] * batch)
+            calls.extend([(started, time.time())] * batch)
     out.put(calls)
 
 
@@ -77,57 +88,151 @@ def figures(name: str, seconds: list[float]) -> str:
     )
 
 
+class Timeline:
+    """What the subscriber did, stamped (time.time()): each fetch's partitions, each flush's
+    partitions, and every call its loops made: ``(kind, start, end, rows)``."""
+
+    def __init__(self) -> None:
+        self.fetched: dict[tuple[int, int], float] = {}  # each message's fetch
+        self.fetches: dict[int, list[float]] = {}
+        self.flushes: dict[int, list[float]] = {}
+        self.calls: list[tuple[str, float, float, int]] = []
+
+    @contextlib.contextmanager
+    def recording(self) -> Any:
+        dispatch, flush, rows = loops.FetchLoop.dispatch, flusher.Flusher._flush, link.Link.rows
+        timeline = self
+
+        def timed_dispatch(self: Any, fetched: list[dict[str, Any]], deadline: float) -> None:
+            now = time.time()
+            for row in fetched:
+                timeline.fetched[(row["partition_id"], row["offset"])] = now
+            for pid in {row["partition_id"] for row in fetched}:
+                timeline.fetches.setdefault(pid, []).append(now)
+            dispatch(self, fetched, deadline)
+
+        def timed_flush(self: Any, conn: Any, batch: list[Any]) -> None:
+            flush(self, conn, batch)
+            now = time.time()
+            for pid in {pending.message.partition_id for pending in batch}:
+                timeline.flushes.setdefault(pid, []).append(now)
+
+        def timed_rows(self: Any, sql: str, args: Any = (), **kw: Any) -> Any:
+            started = time.time()
+            out = rows(self, sql, args, **kw)
+            timeline.calls.append((sql.split("(")[0], started, time.time(), len(out)))
+            return out
+
+        loops.FetchLoop.dispatch = timed_dispatch  # type: ignore[method-assign]
+        flusher.Flusher._flush = timed_flush  # type: ignore[method-assign]
+        link.Link.rows = timed_rows  # type: ignore[method-assign]
+        try:
+            yield self
+        finally:
+            loops.FetchLoop.dispatch = dispatch  # type: ignore[method-assign]
+            flusher.Flusher._flush = flush  # type: ignore[method-assign]
+            link.Link.rows = rows  # type: ignore[method-assign]
+
+    def split(self, pid: int, returned: float, fetched: float) -> tuple[float, float] | None:
+        """``(return -> flush, flush -> fetched)`` when partition ``pid`` had a batch out at
+        ``returned`` (fetched before it, flushed after it), else None."""
+        fetches, flushes = self.fetches.get(pid, []), self.flushes.get(pid, [])
+        i = bisect.bisect_left(fetches, returned) - 1
+        if i < 0:
+            return None
+        j = bisect.bisect_left(flushes, fetches[i])
+        if j == len(flushes) or not returned < flushes[j] <= fetched:
+            return None
+        return flushes[j] - returned, fetched - flushes[j]
+
+
 def measure(dsn: str, rate: float, seconds: float, batch: int) -> None:
     with mysqlq.connect(dsn) as client:
         client.subscribe("g", TOPIC)
-    fetched: dict[tuple[int, int], float] = {}
-    seen: list[tuple[float, float, float]] = []
-    dispatch = loops.FetchLoop.dispatch
-
-    def timed_dispatch(self: Any, rows: list[dict[str, Any]], deadline: float) -> None:
-        now = time.time()
-        for row in rows:
-            fetched[(row["partition_id"], row["offset"])] = now
-        dispatch(self, rows, deadline)
+    timeline = Timeline()
+    # per message: (publish call start, its partition, fetched, handler)
+    seen: list[tuple[float, int, float, float]] = []
 
     def handler(message: Any) -> None:
         now = time.time()
         if len(message.payload) == STAMP.size:
             (sent,) = STAMP.unpack(message.payload)
-            seen.append((sent, fetched.get((message.partition_id, message.offset), now), now))
+            pid = message.partition_id
+            seen.append((sent, pid, timeline.fetched.get((pid, message.offset), now), now))
 
-    loops.FetchLoop.dispatch = timed_dispatch  # type: ignore[method-assign]
-    sub = mysqlq.Subscriber(dsn, topic=TOPIC, group="g", handler=handler, name="latency")
-    sub.start()
-    try:
-        # every key's partition exists and is held before the clock starts
-        with mysqlq.connect(dsn) as client:
-            client.publish_batch(TOPIC, [{"payload": b"", "key": f"k{i}"} for i in range(KEYS)])
-        deadline = time.monotonic() + 30
-        while sub.stats().get("acked", 0) < KEYS and time.monotonic() < deadline:
-            time.sleep(0.05)
-        out: Any = multiprocessing.get_context("spawn").Queue()
-        proc = multiprocessing.get_context("spawn").Process(
-            target=publisher, args=(dsn, rate, seconds, batch, out)
-        )
-        proc.start()
-        calls = out.get(timeout=seconds + 60)
-        proc.join()
-        want = len(calls)
-        deadline = time.monotonic() + 30
-        while len(seen) < want and time.monotonic() < deadline:
-            time.sleep(0.05)
-    finally:
-        sub.stop(timeout=10)
-        loops.FetchLoop.dispatch = dispatch  # type: ignore[method-assign]
+    with timeline.recording():
+        sub = mysqlq.Subscriber(dsn, topic=TOPIC, group="g", handler=handler, name="latency")
+        sub.start()
+        try:
+            # every key's partition exists and is held before the clock starts
+            with mysqlq.connect(dsn) as client:
+                client.publish_batch(TOPIC, [{"payload": b"", "key": f"k{i}"} for i in range(KEYS)])
+            deadline = time.monotonic() + 30
+            while sub.stats().get("acked", 0) < KEYS and time.monotonic() < deadline:
+                time.sleep(0.05)
+            out: Any = multiprocessing.get_context("spawn").Queue()
+            proc = multiprocessing.get_context("spawn").Process(
+                target=publisher, args=(dsn, rate, seconds, batch, out)
+            )
+            proc.start()
+            calls = out.get(timeout=seconds + 60)
+            proc.join()
+            want = len(calls)
+            deadline = time.monotonic() + 30
+            while len(seen) < want and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            sub.stop(timeout=10)
     print(
         f"rate {rate:g} msg/s for {seconds:g} s, {batch} per publish call: {len(calls)}"
         f" published, {len(seen)} handled"
     )
-    print(figures("  publish call           ", calls))
-    print(figures("  publish -> fetched     ", [f - s for s, f, _ in seen]))
-    print(figures("  fetched -> handler     ", [h - f for _, f, h in seen]))
-    print(figures("  publish -> handler     ", [h - s for s, _, h in seen]))
+    print(figures("  publish call           ", [end - start for start, end in calls]))
+    print(figures("  publish -> fetched     ", [f - s for s, _, f, _ in seen]))
+    print(figures("  fetched -> handler     ", [h - f for _, _, f, h in seen]))
+    print(figures("  publish -> handler     ", [h - s for s, _, _, h in seen]))
+    parts(timeline, dict(calls), seen)
+
+
+def parts(
+    timeline: Timeline, returned: dict[float, float], seen: list[tuple[float, int, float, float]]
+) -> None:
+    """Where the wait from each publish call's return to its message's fetch went, and the
+    subscriber's calls over the span of the messages."""
+    out_then: list[tuple[float, float]] = []
+    idle: list[float] = []
+    for sent, pid, fetched, _handled in seen:
+        end = returned.get(sent)
+        if end is None:
+            continue
+        split = timeline.split(pid, end, fetched)
+        if split is None:
+            idle.append(fetched - end)
+        else:
+            out_then.append(split)
+    total = len(out_then) + len(idle)
+    if not total:
+        return
+    print(f"  from the publish call's return, {len(out_then) / total:.0%} found a batch out:")
+    if out_then:
+        print(figures("    return -> its flush  ", [a for a, _ in out_then]))
+        print(figures("    flush -> fetched     ", [b for _, b in out_then]))
+    if idle:
+        print(f"  and {len(idle) / total:.0%} found nothing out:")
+        print(figures("    return -> fetched    ", idle))
+    begin, end = min(s for s, *_ in seen), max(h for *_, h in seen)
+    by_kind: dict[str, list[tuple[float, int]]] = {}
+    for kind, started, ended, rows in timeline.calls:
+        if begin <= started <= end:
+            by_kind.setdefault(kind, []).append((ended - started, rows))
+    print("  the subscriber's calls:")
+    for kind, done in sorted(by_kind.items(), key=lambda kv: -len(kv[1])):
+        times = sorted(t for t, _ in done)
+        median, p90 = times[len(times) // 2] * 1000, times[int(0.9 * len(times))] * 1000
+        print(
+            f"    {kind:28s} {len(done) / (end - begin):6.1f}/s, median {median:5.1f} ms,"
+            f" p90 {p90:5.1f} ms, {sum(r for _, r in done) / len(done):6.1f} rows a call"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

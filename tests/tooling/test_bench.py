@@ -366,6 +366,13 @@ def test_a_small_bench_run_reports_cpu_per_message_and_a_latency_curve(server, t
         assert 0 < r["p50_ms"] <= r["p95_ms"] <= r["p99_ms"] <= r["max_ms"], r
         assert r["publish_rate"] > 0 and r["publishers"] >= 1 and r["publish_batch"] >= 10, r
         assert 0 < r["publish_call_p50_ms"] <= r["publish_call_p99_ms"], r
+        # what the rate cost while its publishers sent: every CPU of the machine over the window
+        # (some of it busy: the publishers at least), and the publishers' own sending
+        assert 0 < r["machine_busy"] <= 1, r
+        assert r["publisher_cpu_us_per_message"] > 0, r
+        assert r["consumer_cpu_us_per_message"] >= 0, r
+        if data["server_cpu_measured"]:
+            assert r["server_cpu_us_per_message"] >= 0, r
     rows = {row["measure"]: row for row in data["ratios"]}
     tuned = rows["consume, 1 process(es) / SKIP LOCKED (tuned: READ COMMITTED)"]
     assert tuned["baseline"] == consume["skip_locked"]["messages_per_second"]
@@ -383,7 +390,14 @@ def test_a_small_bench_run_reports_cpu_per_message_and_a_latency_curve(server, t
     console = Console(record=True, width=200)
     report.print_tables(data, console)
     text = console.export_text()
-    for heading in ("client CPU µs", "latency curve", "call p50/p99 ms", "poll 10 ms"):
+    for heading in (
+        "client CPU µs",
+        "latency curve",
+        "call p50/p99 ms",
+        "poll 10 ms",
+        "server/consumers/publishers",
+        "machine busy",
+    ):
         assert heading in text
     if importlib.util.find_spec("matplotlib"):
         assert report.chart(data, tmp_path / "bench.png").stat().st_size > 0

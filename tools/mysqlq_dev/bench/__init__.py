@@ -365,6 +365,7 @@ def _run_entry(
             entry["seconds"],
             entry["clients"],
             poll=entry["poll"] or 0.1,
+            server_cpu=lambda: sample().cpu_seconds,
         )
         rows = []
         for measured in sweep:

@@ -259,6 +259,8 @@ def print_tables(data: dict[str, Any], console: Console) -> None:
             "p95 ms",
             "p99 ms",
             "max ms",
+            "CPU µs/msg server/consumers/publishers",
+            "machine busy",
         ):
             curve.add_column(col, justify="left" if col == "system" else "right")
         for r in steady:
@@ -276,6 +278,11 @@ def print_tables(data: dict[str, Any], console: Console) -> None:
                 _num(r["p95_ms"], 1),
                 _num(r["p99_ms"], 1),
                 _num(r["max_ms"], 1),
+                "/".join(
+                    _num(r.get(f"{who}_cpu_us_per_message"), 0)
+                    for who in ("server", "consumer", "publisher")
+                ),
+                f"{r['machine_busy']:.0%}" if r.get("machine_busy") is not None else "-",
             )
         console.print(curve)
     ratio_table = Table(title="mysqlq against its baselines (same run, same server)")

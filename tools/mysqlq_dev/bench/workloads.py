@@ -36,6 +36,7 @@ from mysqlq import _sql, connection
 from mysqlq.connection import execute_rows
 from mysqlq_dev.bench import effects
 from mysqlq_dev.bench.processes import CONTEXT, WorkloadError, run_clients, share
+from mysqlq_dev.bench.server import cpu_seconds as process_cpu
 
 PAYLOAD = b"x" * 100
 KEYS = 64
@@ -574,9 +575,10 @@ def _rate_publisher(dsn, system, topic, tag, rate, batch, begin, seconds, index,
     """One of ``count`` publisher processes, each at ``rate / count`` msg/s in calls of ``batch``
     messages, from wall time ``begin`` for ``seconds``; each message stamped with its send time.
     Behind its schedule it sends at once (its rate is then what the server takes). Puts
-    ``(sent, seconds, error, calls)`` on ``out``, ``calls`` the seconds each call took (a
-    message's publish->handler time runs from just before its call)."""
-    sent, error, calls = 0, None, []
+    ``(sent, seconds, error, calls, cpu)`` on ``out``, ``calls`` the seconds each call took (a
+    message's publish->handler time runs from just before its call), ``cpu`` the CPU seconds
+    its sending took (from ``begin``: its start-up and connection left out)."""
+    sent, error, calls, cpu = 0, None, [], 0.0
     try:
         keys = [f"k{k}" for k in range(index, KEYS, count)]  # each process its own keys
         if system == "mysqlq":
@@ -610,6 +612,10 @@ def _rate_publisher(dsn, system, topic, tag, rate, batch, begin, seconds, index,
         interval = batch * count / rate
         end = begin + seconds
         i = 0
+        delay = begin - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        cpu_start = cpu_seconds()
         while True:
             due = begin + i * interval
             if due >= end:
@@ -624,9 +630,10 @@ def _rate_publisher(dsn, system, topic, tag, rate, batch, begin, seconds, index,
             calls.append(time.perf_counter() - started)
             sent += batch
             i += 1
+        cpu = cpu_seconds() - cpu_start
     except Exception as exc:
         error = repr(exc)
-    out.put((sent, time.time() - begin, error, calls))
+    out.put((sent, time.time() - begin, error, calls, cpu))
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:
@@ -664,6 +671,57 @@ def _wait_drained(conn: Any, system: str, topic: str, group: str, timeout: float
         time.sleep(0.05)
 
 
+def machine_cpu() -> tuple[int, int] | None:
+    """``(busy, total)``: the clock ticks every CPU of the machine has spent so far, busy and in
+    all, from ``/proc/stat`` (Linux; None elsewhere). Idle and I/O wait count as not busy."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    total = sum(fields[:8])  # user nice system idle iowait irq softirq steal (guest is in user)
+    return total - fields[3] - fields[4], total
+
+
+class _CpuWindow:
+    """What the machine, the server and the consumer processes spend while a rate's publishers
+    send (from their common start to their end): read before and after."""
+
+    def __init__(self, server_cpu: Callable[[], float | None] | None, pids: list[int]) -> None:
+        self.server_cpu, self.pids = server_cpu, pids
+        self.start = self._read()
+        self.end = self.start
+
+    def stop(self) -> None:
+        self.end = self._read()
+
+    def _read(self) -> tuple[Any, float | None, float | None]:
+        server = self.server_cpu() if self.server_cpu else None
+        own = [process_cpu(pid) for pid in self.pids]
+        consumers = None if None in own else sum(own)  # type: ignore[arg-type]
+        return machine_cpu(), server, consumers
+
+    def costs(self, messages: int, publishers_cpu: float) -> dict[str, float | None]:
+        """Per message published: server, consumer and publisher CPU (µs), and the share of
+        all the machine's CPUs busy (0 to 1) over the window."""
+        (m0, s0, c0), (m1, s1, c1) = self.start, self.end
+
+        def per_message(before: float | None, after: float | None) -> float | None:
+            if before is None or after is None or not messages:
+                return None
+            return (after - before) * 1e6 / messages
+
+        busy = None
+        if m0 is not None and m1 is not None and m1[1] > m0[1]:
+            busy = (m1[0] - m0[0]) / (m1[1] - m0[1])
+        return {
+            "server_cpu_us_per_message": per_message(s0, s1),
+            "consumer_cpu_us_per_message": per_message(c0, c1),
+            "publisher_cpu_us_per_message": per_message(0.0, publishers_cpu),
+            "machine_busy": busy,
+        }
+
+
 def steady_sweep(
     dsn: str,
     system: str,
@@ -671,10 +729,13 @@ def steady_sweep(
     seconds: float,
     consumers: int,
     poll: float = 0.1,
+    server_cpu: Callable[[], float | None] | None = None,
 ) -> list[dict[str, Any]]:
     """Publish at each of ``rates`` msg/s in turn, ``seconds`` each, while ``consumers``
     processes consume (mysqlq subscribers with their defaults, or SKIP LOCKED workers sleeping
-    ``poll`` s when they find nothing); one result per rate, with publish->handler percentiles.
+    ``poll`` s when they find nothing); one result per rate, with publish->handler percentiles
+    and what the rate cost while its publishers sent (:class:`_CpuWindow`; ``server_cpu`` reads
+    the server's CPU seconds, where it can be read).
 
     Between rates the consumers drain what is left (at most ``2 x seconds + 10`` s); a rate
     whose backlog does not drain ends the sweep (later rates would measure its queue)."""
@@ -719,8 +780,9 @@ def steady_sweep(
         else:
             for _ in procs:
                 ready.get(timeout=60)
+        pids = [p.pid for p in procs]
         for tag, rate in enumerate(rates):
-            result = _steady_rate(dsn, system, topic, tag, rate, seconds)
+            result = _steady_rate(dsn, system, topic, tag, rate, seconds, server_cpu, pids)
             result["left"] = _wait_drained(watcher, system, topic, group, 2 * seconds + 10)
             results.append(result)
             if result["left"]:
@@ -747,12 +809,19 @@ def steady_sweep(
 
 
 def _steady_rate(
-    dsn: str, system: str, topic: str, tag: int, rate: float, seconds: float
+    dsn: str,
+    system: str,
+    topic: str,
+    tag: int,
+    rate: float,
+    seconds: float,
+    server_cpu: Callable[[], float | None] | None = None,
+    pids: list[int] | None = None,
 ) -> dict[str, Any]:
-    """Run the publishers of one rate; their totals."""
+    """Run the publishers of one rate; their totals, and what the window cost."""
     count, batch = publisher_shape(rate)
     out = CONTEXT.Queue()
-    begin = time.time() + 0.5  # each process connects first
+    begin = time.time() + 1.0  # each process starts and connects first
     procs = [
         CONTEXT.Process(
             target=_rate_publisher,
@@ -763,7 +832,14 @@ def _steady_rate(
     ]
     for p in procs:
         p.start()
+    # the window: from the publishers' start to their end (their start-up left out)
+    delay = begin - time.time()
+    if delay > 0:
+        time.sleep(delay)
+    window = _CpuWindow(server_cpu, pids or [])
+    time.sleep(max(0.0, begin + seconds - time.time()))
     reports = _collect(out, count, timeout=seconds + 60)
+    window.stop()
     for p in procs:
         p.join(timeout=10)
         if p.is_alive():
@@ -775,6 +851,7 @@ def _steady_rate(
     took = max(r[1] for r in reports)
     calls = _percentiles([seconds for r in reports for seconds in r[3]])
     return {
+        **window.costs(sent, sum(r[4] for r in reports)),
         "publish_call_p50_ms": calls["p50_ms"],
         "publish_call_p99_ms": calls["p99_ms"],
         "rate": rate,
