@@ -239,9 +239,12 @@ BEGIN  -- noqa: LT02
             LIMIT 1000000000  -- noqa: AM09
         ) AS c;
         IF v_parts > 0 AND v_simple = v_parts THEN
-            -- (offset by offset: a range read of each partition's messages past its cursor, its
-            -- bounds taken from another table, read every message of the partition)
-            SELECT COUNT(*) INTO v_rows
+            -- (offset by offset, each message by its primary key: a range read of each
+            -- partition's messages past its cursor, its bounds taken from another table, read
+            -- every message of the partition. In this order only: joined in the order the
+            -- optimizers chose, both read each partition by its id alone, every message it
+            -- keeps until GC, at every fetch: STRAIGHT_JOIN keeps the FROM order)
+            SELECT STRAIGHT_JOIN COUNT(*) INTO v_rows
             FROM
                 JSON_TABLE(v_out, '$[*]' COLUMNS (
                     e_pid BIGINT PATH '$[0]',

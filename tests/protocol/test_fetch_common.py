@@ -10,11 +10,12 @@ another writer changed a partition between the plain read that listed it and the
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 
 import pytest
-from helpers.support import Consumer, publish, rows, scalar, server_now, wait_until
+from helpers.support import Consumer, call, publish, rows, scalar, server_now, wait_until
 
 TOPIC = "common"
 
@@ -250,3 +251,39 @@ def test_a_fetch_and_an_ack_of_many_partitions_write_nothing_to_temporary_files(
     assert _by_key(got) == {key: [2, 3, 4] for key in keys}
     assert c.ack(got)["settled"] == len(got)
     assert _counters(conn, on_disk) == before
+
+
+def test_what_a_fetch_reads_does_not_grow_with_the_messages_its_partitions_keep(conn):
+    """The common fetch looks for a delayed message (or a copy for another group) in each new
+    range by primary key, offset by offset, so what it reads does not grow with the messages its
+    partitions keep until GC passes them (up to one maintenance interval of traffic, and all of
+    it while another group lags). In the steady state of a subscriber, each fetch finds about one
+    new message on each of many partitions; joined in the order the optimizers chose, each
+    partition's messages came by the key's prefix alone, and every kept one was read."""
+    # another group that reads nothing: GC keeps every message
+    Consumer(conn, "behind", TOPIC, "b").subscribe()
+    keys = [f"k{i}" for i in range(64)]
+    publish_batch = [{"key": key, "payload": "x"} for key in keys]
+    call(conn, "queue_publish_batch", TOPIC, json.dumps(publish_batch))
+    c = Consumer(conn, "g", TOPIC, "s")
+    c.subscribe()
+    c.tick()
+    assert c.ack(c.fetch())["settled"] == len(keys)
+    reads = []
+    for n in range(41):
+        # 40 new messages, one on each of 40 partitions (a different 40 each round)
+        served = [keys[(n * 7 + i) % len(keys)] for i in range(40)]
+        call(
+            conn,
+            "queue_publish_batch",
+            TOPIC,
+            json.dumps([{"key": k, "payload": "x"} for k in served]),
+        )
+        before = _counters(conn, ("Handler_read_next",))["Handler_read_next"]
+        got = c.fetch()
+        reads.append(_counters(conn, ("Handler_read_next",))["Handler_read_next"] - before)
+        assert sorted(m["partition_key"] for m in got) == sorted(served)
+        assert c.ack(got)["settled"] == len(served)
+    # by the last round each partition keeps about 26 messages: read one by one at every
+    # partition served, they would add about 1,000
+    assert reads[-1] - reads[0] < 100, reads
