@@ -423,3 +423,38 @@ def test_a_quick_bench_runs_only_the_tuned_queue_and_two_rates() -> None:
         ("skip_locked", 0.1, rates),
         ("skip_locked", 0.01, rates),
     ]
+
+
+def test_the_latency_curve_polls_as_asked_and_its_targets_stay_beside_the_10_ms_poll() -> None:
+    """``--polls 100,10,2`` adds a SKIP LOCKED queue polling every 2 ms to the curve; the latency
+    targets are still read beside the one polling every 10 ms, not the fastest; a poll outside
+    1 to 10,000 ms is refused, naming the option."""
+    from click.testing import CliRunner
+
+    from mysqlq_dev import bench
+    from mysqlq_dev.bench import report
+    from mysqlq_dev.commands.bench import bench as bench_command
+
+    options = bench.BenchOptions(steady_polls=(0.1, 0.01, 0.002))
+    plan = bench._plan(options.sizes(), options)
+    assert [e["poll"] for e in plan if e["kind"] == "steady"] == [None, 0.1, 0.01, 0.002]
+
+    def steady(system, poll_ms, p50):
+        return {
+            "kind": "steady",
+            "system": system,
+            "poll_ms": poll_ms,
+            "rate": 5000.0,
+            "publish_rate": 5000.0,
+            "p50_ms": p50,
+            "p99_ms": p50 * 2,
+        }
+
+    results = [steady("mysqlq", None, 9.0), steady("skip_locked", 10.0, 7.0)]
+    results.append(steady("skip_locked", 2.0, 4.0))
+    rows = report._latency_rows(results)
+    assert [row["baseline"] for row in rows] == [7.0, 14.0]
+    assert all("poll 10 ms" in row["measure"] for row in rows)
+    for bad in ("0.5", "20000", "ten"):
+        result = CliRunner().invoke(bench_command, ["--polls", bad])
+        assert result.exit_code == 2 and "--polls" in result.output, result.output

@@ -54,6 +54,8 @@ class BenchOptions:
     steady_rates: tuple[float, ...] = ()
     # seconds per rate (None: 12; quick: 4)
     steady_seconds: float | None = None
+    # the SKIP LOCKED queue's polls, seconds (empty: 0.1 and 0.01; quick: 0.01)
+    steady_polls: tuple[float, ...] = ()
     # workload kinds to run (publish, consume, effects, steady); empty = all
     only: tuple[str, ...] = ()
     # publish rounds (None: 3 for the full run, 1 with quick): the publish workloads, mysqlq and
@@ -107,6 +109,8 @@ class BenchOptions:
             sizes["kombu_messages"] = min(sizes["kombu_messages"], self.consume_messages)
         if self.steady_seconds:
             sizes["steady_seconds"] = self.steady_seconds
+        if self.steady_polls:
+            sizes["steady_polls"] = tuple(self.steady_polls)
         if self.steady_rates:
             sizes["steady_rates"] = tuple(self.steady_rates)
         return sizes

@@ -23,6 +23,8 @@ TARGETS = {
     "p99_ms": 20.0,
 }
 LATENCY_RATE = 5_000.0
+# the SKIP LOCKED queue the latency targets are read beside: polling every 10 ms (when run)
+BASELINE_POLL_MS = 10.0
 # a latency figure counts against its target when the publishers reached this share of the rate
 REACHED = 0.9
 
@@ -177,7 +179,8 @@ def _latency_rows(results: list[dict]) -> list[dict]:
         return []
     ours = _find(ours_all, rate=LATENCY_RATE) or max(ours_all, key=lambda r: r["rate"])
     polls = [r for r in results if r["kind"] == "steady" and r["system"] == "skip_locked"]
-    fastest = min((r["poll_ms"] for r in polls), default=None)
+    run = {r["poll_ms"] for r in polls}
+    fastest = BASELINE_POLL_MS if BASELINE_POLL_MS in run else min(run, default=None)
     base = _find(polls, rate=ours["rate"], poll_ms=fastest)
     at_target = ours["rate"] == LATENCY_RATE
     reached = ours["publish_rate"] >= REACHED * ours["rate"]

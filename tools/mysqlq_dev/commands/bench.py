@@ -22,6 +22,18 @@ def _rates(_ctx: click.Context, _param: click.Parameter, value: str | None) -> t
     return rates
 
 
+def _polls(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[float, ...]:
+    if not value:
+        return ()
+    try:
+        polls = tuple(float(part) for part in value.split(",") if part.strip())
+    except ValueError:
+        raise click.BadParameter(f"not a list of numbers: {value!r}") from None
+    if not polls or min(polls) < 1 or max(polls) > 10_000:
+        raise click.BadParameter("each poll must be 1 to 10,000 ms")
+    return tuple(poll / 1000 for poll in polls)
+
+
 @click.command()
 @DSN_OPTION
 @click.option("--quick", is_flag=True, help="Small sizes: the whole run takes under 3 minutes.")
@@ -56,6 +68,12 @@ def _rates(_ctx: click.Context, _param: click.Parameter, value: str | None) -> t
     help="Steady-state duration per rate (default: 12; 4 with --quick).",
 )
 @click.option(
+    "--polls",
+    callback=_polls,
+    help="How long the SKIP LOCKED queue of the latency curve sleeps when it finds nothing, ms,"
+    " comma-separated (default: 100,10; 10 with --quick).",
+)
+@click.option(
     "--rounds",
     type=click.IntRange(1),
     help="Publish and consume rounds, each workload's median reported (default: 3; 1 with"
@@ -77,6 +95,7 @@ def bench(
     rates: tuple[float, ...],
     rate: float | None,
     seconds: float | None,
+    polls: tuple[float, ...],
     only: tuple[str, ...],
     rounds: int | None,
 ) -> None:
@@ -100,6 +119,7 @@ def bench(
         consume_messages=messages,
         steady_rates=rates or ((rate,) if rate is not None else ()),
         steady_seconds=seconds,
+        steady_polls=polls,
         only=only,
         rounds=rounds,
     )
