@@ -13,7 +13,9 @@ holds every partition of the topic:
 For each ``n`` of ``--messages`` it runs ``--rounds`` rounds (publish, fetch, ack) and prints,
 per call, the server's CPU time (the server process's user + system time from /proc, over all
 rounds: where the server runs on this machine) and the median time the client waited for it
-(the round trip and the client's own work included).
+(the round trip and the client's own work included). For scale, it first times two plain
+statements the same way (ten times as many rounds): a point ``SELECT`` by primary key, and an
+autocommit single-row ``UPDATE`` (with its commit) of a table of its own.
 
 Usage: python scripts/call_costs.py [--dsn mysql://root@127.0.0.1:3306] [--messages 1,10,40]
        [--rounds 300] [--keys 64]
@@ -80,6 +82,25 @@ class Rounds:
         keys = [(r["partition_id"], r["offset"], r["token"]) for r in rows]
         self.call("CALL queue_ack(%s, %s, NULL)", (GROUP, codec.keys_json(keys)))
 
+    def reference(self, rounds: int) -> dict[str, tuple[float | None, float]]:
+        """A point SELECT and an autocommit single-row UPDATE: (server CPU ms, median wait ms)."""
+        self.call("CREATE TABLE costs_reference (id INT PRIMARY KEY, n BIGINT) ENGINE=InnoDB", ())
+        self.call("INSERT INTO costs_reference VALUES (1, 0)", ())
+        out = {}
+        for kind, sql in (
+            ("point SELECT", "SELECT n FROM costs_reference WHERE id = 1"),
+            ("UPDATE, commit", "UPDATE costs_reference SET n = n + 1 WHERE id = 1"),
+        ):
+            waits, cpu0 = [], bench_server.cpu_seconds(self.pid)
+            for _ in range(rounds):
+                started = time.perf_counter()
+                self.call(sql, ())
+                waits.append(time.perf_counter() - started)
+            cpu1 = bench_server.cpu_seconds(self.pid)
+            cpu = None if cpu0 is None or cpu1 is None else (cpu1 - cpu0) / rounds * 1000
+            out[kind] = (cpu, statistics.median(waits) * 1000)
+        return out
+
     def measure(self, n: int, rounds: int) -> dict[str, tuple[float | None, float]]:
         """Per call: (server CPU ms, median client wait ms)."""
         cpu = {"publish": 0.0, "fetch": 0.0, "ack": 0.0}
@@ -133,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         rounds = Rounds(db.dsn, args.keys)
         print(f"{args.rounds} rounds each; server CPU ms a call / the client's median wait ms")
+        # (ten times the rounds: a statement of 0.1 ms spans few of /proc's 10 ms ticks)
+        for kind, (cpu, wait) in rounds.reference(10 * args.rounds).items():
+            print(f"{kind:>16} {'-' if cpu is None else f'{cpu:.3f}'} / {wait:.3f}")
         print(f"{'messages a call':>16} {'publish':>14} {'fetch':>14} {'ack':>14}")
         for n in sizes:
             got = rounds.measure(n, args.rounds)

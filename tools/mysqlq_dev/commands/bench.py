@@ -10,26 +10,26 @@ from mysqlq.cli._common import DSN_OPTION, console, err_console, errors
 from mysqlq.connection import DSN_ENV
 
 
-def _rates(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[float, ...]:
-    if not value:
-        return ()
+def _numbers(value: str) -> tuple[float, ...]:
     try:
-        rates = tuple(float(part) for part in value.split(",") if part.strip())
+        numbers = tuple(float(part) for part in value.split(",") if part.strip())
     except ValueError:
         raise click.BadParameter(f"not a list of numbers: {value!r}") from None
-    if not rates or min(rates) < 1:
+    if not numbers:
+        raise click.BadParameter("give at least one number")
+    return numbers
+
+
+def _rates(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[float, ...]:
+    rates = _numbers(value) if value else ()
+    if rates and min(rates) < 1:
         raise click.BadParameter("each rate must be at least 1 msg/s")
     return rates
 
 
 def _polls(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[float, ...]:
-    if not value:
-        return ()
-    try:
-        polls = tuple(float(part) for part in value.split(",") if part.strip())
-    except ValueError:
-        raise click.BadParameter(f"not a list of numbers: {value!r}") from None
-    if not polls or min(polls) < 1 or max(polls) > 10_000:
+    polls = _numbers(value) if value else ()
+    if polls and (min(polls) < 1 or max(polls) > 10_000):
         raise click.BadParameter("each poll must be 1 to 10,000 ms")
     return tuple(poll / 1000 for poll in polls)
 
