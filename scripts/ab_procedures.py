@@ -31,10 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mysqlq import codec, connection
+from mysqlq import codec
 from mysqlq.schema.render import read_schema
 from mysqlq.schema.snapshot import schema_at
-from mysqlq_dev import harness, localserver
+from mysqlq_dev import harness
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = 64
@@ -127,10 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     schemas = {"base": schema_at(args.base, ROOT / "migrations"), "tree": read_schema(ROOT)}
     with contextlib.ExitStack() as cleanup:
-        found = None if args.dsn else localserver.find_or_start()
-        if found is not None and found.started:
-            cleanup.callback(found.stop)
-        server = connection.with_database(args.dsn or found.dsn, None)
+        server = cleanup.enter_context(harness.script_server(args.dsn))
         conns = {}
         for name, objects in schemas.items():
             db = cleanup.enter_context(

@@ -24,16 +24,16 @@ Usage: python scripts/call_costs.py [--dsn mysql://root@127.0.0.1:3306] [--messa
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 import mysqlq
-from mysqlq import codec, connection
+from mysqlq import _sql, codec, connection
+from mysqlq.connection import execute_rows
 from mysqlq.schema.render import read_schema
-from mysqlq_dev import harness, localserver
+from mysqlq_dev import harness
 from mysqlq_dev.bench import server as bench_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,21 +51,12 @@ class Rounds:
         self.client.publish_batch(TOPIC, [{"payload": b"", "key": f"k{i}"} for i in range(keys)])
         self.conn = connection.connect(dsn)
         self.keys = keys
-        self.call("CALL queue_acquire_leases(%s, %s, %s, %s, NULL)", (GROUP, TOPIC, NAME, 600000))
+        self.call(_sql.ACQUIRE_LEASES, (GROUP, TOPIC, NAME, 600000))
         self.ack(self.fetch())
         self.pid = bench_server.server_pid(self.conn)
 
     def call(self, sql: str, args: tuple) -> list[dict[str, Any]]:
-        cur = self.conn.cursor()
-        try:
-            cur.execute(sql, args)
-            names = [d[0] for d in cur.description] if cur.description else []
-            rows = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-            while cur.nextset():
-                pass
-            return rows
-        finally:
-            cur.close()
+        return execute_rows(self.conn, sql, args)
 
     def publish(self, n: int, first: int) -> None:
         self.client.publish_batch(
@@ -74,13 +65,11 @@ class Rounds:
         )
 
     def fetch(self) -> list[dict[str, Any]]:
-        return self.call(
-            "CALL queue_fetch(%s, %s, %s, %s, %s, %s, NULL)", (GROUP, TOPIC, NAME, 10, 30000, 1000)
-        )
+        return self.call(_sql.FETCH, (GROUP, TOPIC, NAME, 10, 30000, 1000))
 
     def ack(self, rows: list[dict[str, Any]]) -> None:
         keys = [(r["partition_id"], r["offset"], r["token"]) for r in rows]
-        self.call("CALL queue_ack(%s, %s, NULL)", (GROUP, codec.keys_json(keys)))
+        self.call(_sql.ACK, (GROUP, codec.keys_json(keys)))
 
     def reference(self, rounds: int) -> dict[str, tuple[float | None, float]]:
         """A point SELECT and an autocommit single-row UPDATE: (server CPU ms, median wait ms)."""
@@ -144,14 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(n) for n in args.messages.split(",")]
     if max(sizes) > args.keys:
         parser.error("--messages: at most --keys messages a call (one per partition)")
-    with contextlib.ExitStack() as cleanup:
-        found = None if args.dsn else localserver.find_or_start()
-        if found is not None and found.started:
-            cleanup.callback(found.stop)
-        server = connection.with_database(args.dsn or found.dsn, None)
-        db = cleanup.enter_context(
-            harness.throwaway_database(server, objects=read_schema(ROOT), prefix="mysqlq_costs_")
-        )
+    with (
+        harness.script_server(args.dsn) as server,
+        harness.throwaway_database(server, objects=read_schema(ROOT), prefix="mysqlq_costs_") as db,
+    ):
         rounds = Rounds(db.dsn, args.keys)
         print(f"{args.rounds} rounds each; server CPU ms a call / the client's median wait ms")
         # (ten times the rounds: a statement of 0.1 ms spans few of /proc's 10 ms ticks)

@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import Any
 
 import mysqlq
-from mysqlq import connection, flusher, link, loops
+from mysqlq import flusher, link, loops
 from mysqlq.schema.render import read_schema
-from mysqlq_dev import harness, localserver
+from mysqlq_dev import harness
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = 64
@@ -244,14 +244,10 @@ def main(argv: list[str] | None = None) -> int:
         "--batch", type=int, default=1, help="messages per publish call (above 1: publish_batch)"
     )
     args = parser.parse_args(argv)
-    with contextlib.ExitStack() as cleanup:
-        found = None if args.dsn else localserver.find_or_start()
-        if found is not None and found.started:
-            cleanup.callback(found.stop)
-        server = connection.with_database(args.dsn or found.dsn, None)
-        db = cleanup.enter_context(
-            harness.throwaway_database(server, objects=read_schema(ROOT), prefix="mysqlq_lat_")
-        )
+    with (
+        harness.script_server(args.dsn) as server,
+        harness.throwaway_database(server, objects=read_schema(ROOT), prefix="mysqlq_lat_") as db,
+    ):
         measure(db.dsn, args.rate, args.seconds, args.batch)
     return 0
 

@@ -175,27 +175,31 @@ class ThrowawayDatabase:
 
 
 @contextlib.contextmanager
+def script_server(dsn: str | None) -> Iterator[str]:
+    """For a script: the server URL (no database) of ``dsn``, else of the server the tests use
+    (found, or started and then stopped on exit)."""
+    from mysqlq_dev import localserver
+
+    found = None if dsn else localserver.find_or_start()
+    try:
+        yield connection.with_database(dsn or found.dsn, None)
+    finally:
+        if found is not None and found.started:
+            found.stop()
+
+
+@contextlib.contextmanager
 def head_database(
     dsn: str | None, prefix: str = "mysqlq_bench_"
 ) -> Iterator[tuple[ThrowawayDatabase, list[SchemaObject]]]:
     """For a benchmark script: a throwaway database with the newest snapshot installed, on the
-    server of ``dsn``, else on the one the tests use (found, or started and then stopped).
-    Yields the database and the objects installed in it."""
-    from mysqlq_dev import localserver
-
-    with contextlib.ExitStack() as cleanup:
-        found = None if dsn else localserver.find_or_start()
-        if found is not None and found.started:
-            cleanup.callback(found.stop)
-        revision, objects = head_schema()
-        db = cleanup.enter_context(
-            throwaway_database(
-                connection.with_database(dsn or found.dsn, None),
-                objects=objects,
-                revision=revision,
-                prefix=prefix,
-            )
-        )
+    server of ``dsn``, else on the one the tests use (:func:`script_server`). Yields the
+    database and the objects installed in it."""
+    revision, objects = head_schema()
+    with (
+        script_server(dsn) as server,
+        throwaway_database(server, objects=objects, revision=revision, prefix=prefix) as db,
+    ):
         yield db, objects
 
 

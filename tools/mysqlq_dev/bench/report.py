@@ -180,8 +180,8 @@ def _latency_rows(results: list[dict]) -> list[dict]:
     ours = _find(ours_all, rate=LATENCY_RATE) or max(ours_all, key=lambda r: r["rate"])
     polls = [r for r in results if r["kind"] == "steady" and r["system"] == "skip_locked"]
     run = {r["poll_ms"] for r in polls}
-    fastest = BASELINE_POLL_MS if BASELINE_POLL_MS in run else min(run, default=None)
-    base = _find(polls, rate=ours["rate"], poll_ms=fastest)
+    beside = BASELINE_POLL_MS if BASELINE_POLL_MS in run else min(run, default=None)
+    base = _find(polls, rate=ours["rate"], poll_ms=beside)
     at_target = ours["rate"] == LATENCY_RATE
     reached = ours["publish_rate"] >= REACHED * ours["rate"]
     where = f"{ours['rate']:,.0f} msg/s asked, {ours['publish_rate']:,.0f} reached"
@@ -189,7 +189,7 @@ def _latency_rows(results: list[dict]) -> list[dict]:
     for pct in ("p50", "p99"):
         target = TARGETS[f"{pct}_ms"] if at_target else None
         row = _value_row(
-            f"publish→handler {pct} at {where}, 2 subscribers (SKIP LOCKED, poll {fastest:g} ms)"
+            f"publish→handler {pct} at {where}, 2 subscribers (SKIP LOCKED, poll {beside:g} ms)"
             if base
             else f"publish→handler {pct} at {where}, 2 subscribers",
             ours[f"{pct}_ms"],
