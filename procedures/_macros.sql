@@ -727,6 +727,20 @@ IF v_own_transaction = 1 THEN
 FROM queue_partition_leases AS l
         INNER JOIN queue_partitions AS p ON l.partition_id = p.partition_id
         LEFT JOIN queue_offsets AS o ON l.group_name = o.group_name AND l.partition_id = o.partition_id
+        -- the group's partitions with a delivery-state row due now (a nacked or delayed message
+        -- whose time came, an expired redelivery), read once by queue_delivery_state_due: only
+        -- the due rows. (As a subquery per lease, both optimizers read every row of the
+        -- partition, or MariaDB every row of every group: each probe read every delayed message)
+        LEFT JOIN (
+            SELECT DISTINCT s.partition_id
+            FROM queue_delivery_state AS s
+            WHERE
+                s.group_name = v_group AND s.state IN ({{ STATE_WAITING }}, {{ STATE_IN_FLIGHT }})
+                AND s.invisible_until <= v_now
+            -- (read once: without a LIMIT, MariaDB may split it by the join's partition and read
+            -- each partition's rows by primary key, every delayed one)
+            LIMIT 1000000000  -- noqa: AM09
+        ) AS d ON l.partition_id = d.partition_id
         {% if head %}
         -- a keyed partition's next new message, for its priority (a point read by primary key;
         -- a partition the group never read: its first message kept)
@@ -750,12 +764,7 @@ FROM queue_partition_leases AS l
                 o.partition_id IS NULL
                 OR (o.cursor_pending = 0 AND p.last_offset > o.cursor_pos)
                 OR (o.cursor_pending > 0 AND o.cursor_until <= v_now)
-                OR EXISTS (
-                    SELECT 1 FROM queue_delivery_state AS s
-                    WHERE
-                        s.group_name = l.group_name AND s.partition_id = l.partition_id
-                        AND s.state <= {{ STATE_IN_FLIGHT }} AND s.invisible_until <= v_now
-                )
+                OR d.partition_id IS NOT NULL
             )
 {%- endmacro %}
 

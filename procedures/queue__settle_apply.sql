@@ -221,8 +221,11 @@ BEGIN  -- noqa: LT02
                 WHERE s.group_name = p_group AND s.partition_id = v_pid
                 FOR UPDATE;
             ELSE
-                SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
-                WHERE s.group_name = p_group AND s.partition_id = v_pid;
+                -- (whether there is one: a count read every row, every delayed message of the partition)
+                SELECT EXISTS(
+                    SELECT 1 FROM queue_delivery_state AS s
+                    WHERE s.group_name = p_group AND s.partition_id = v_pid
+                ) INTO v_state_rows;
             END IF;
             IF p_action = {{ m.ACTION_NACK }} THEN
                 -- (only a nack at the last attempt reads it)

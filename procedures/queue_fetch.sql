@@ -104,6 +104,10 @@ BEGIN  -- noqa: LT02
     -- delivery-state rows of the group on the current partition (0: the steps that read them
     -- are skipped: the common case, where every ack was in order)
     DECLARE v_state_rows INT;
+    -- 1 when one of them is due now (waiting or in flight, its time passed): steps 1 and 3 below
+    -- read the partition's rows in offset order, and run only then (a partition's delayed
+    -- messages wait in rows, and were read at every fetch)
+    DECLARE v_due INT;
     -- 0: a dead letter left for later, its DLQ partition locked by an open transaction
     DECLARE v_dead TINYINT;
     -- the partitions served so far
@@ -331,8 +335,21 @@ BEGIN  -- noqa: LT02
             SET v_token = v_seq + 1;
             SET v_used = 0;
             SET v_dirty = 0;
-            SELECT COUNT(*) INTO v_state_rows FROM queue_delivery_state AS s
-            WHERE s.group_name = v_group AND s.partition_id = v_pid;
+            -- (whether there is one: a count read every row, every delayed message of the partition)
+            SELECT EXISTS(
+                SELECT 1 FROM queue_delivery_state AS s
+                WHERE s.group_name = v_group AND s.partition_id = v_pid
+            ) INTO v_state_rows;
+            SET v_due = 0;
+            IF v_state_rows > 0 THEN
+                -- (by queue_delivery_state_due: the group's due rows, not the partition's delayed ones)
+                SELECT EXISTS(
+                    SELECT 1 FROM queue_delivery_state AS s
+                    WHERE
+                        s.group_name = v_group AND s.state IN ({{ m.STATE_WAITING }}, {{ m.STATE_IN_FLIGHT }})
+                        AND s.invisible_until <= v_now AND s.partition_id = v_pid
+                ) INTO v_due;
+            END IF;
             -- the window: what this partition already has in flight
             SET v_cap = LEAST(p_batch_size, v_max - v_delivered);
             IF v_state_rows > 0 THEN
@@ -349,7 +366,7 @@ BEGIN  -- noqa: LT02
             -- 1. redelivered rows whose visibility passed at their last attempt go to the DLQ
             SET v_x = -1;
             expired_loop: LOOP
-                IF v_state_rows = 0 THEN
+                IF v_due = 0 THEN
                     LEAVE expired_loop;
                 END IF;
                 SELECT MIN(s.msg_offset) INTO v_x FROM queue_delivery_state AS s
@@ -422,7 +439,7 @@ BEGIN  -- noqa: LT02
             END IF;
 
             -- 3. rows that are due: nacked or delayed messages whose time came, expired redeliveries
-            IF v_cap > 0 AND v_state_rows > 0 THEN
+            IF v_cap > 0 AND v_due = 1 THEN
                 SELECT MAX(due.msg_offset) INTO v_hi FROM (
                     SELECT s.msg_offset FROM queue_delivery_state AS s
                     WHERE

@@ -13,12 +13,19 @@ holds every partition of the topic:
 For each ``n`` of ``--messages`` it runs ``--rounds`` rounds (publish, fetch, ack) and prints,
 per call, the server's CPU time (the server process's user + system time from /proc, over all
 rounds: where the server runs on this machine) and the median time the client waited for it
-(the round trip and the client's own work included). For scale, it first times two plain
-statements the same way (ten times as many rounds): a point ``SELECT`` by primary key, and an
-autocommit single-row ``UPDATE`` (with its commit) of a table of its own.
+(the round trip and the client's own work included); for the fetch and the ack also the median
+rows the call read (the consumer session's ``Handler_read_next`` + ``Handler_read_rnd_next``:
+index entries read in order, and rows scanned). For scale, it first times two plain statements
+the same way (ten times as many rounds): a point ``SELECT`` by primary key, and an autocommit
+single-row ``UPDATE`` (with its commit) of a table of its own.
+
+``--delayed N`` first publishes ``N`` messages due in an hour on the same keys and moves the
+consumer's cursors past them (each waits in a delivery-state row of the group): what the calls
+cost while a group keeps delayed messages. ``--source DIR`` renders the routines of another
+checkout (an older revision, to compare).
 
 Usage: python scripts/call_costs.py [--dsn mysql://root@127.0.0.1:3306] [--messages 1,10,40]
-       [--rounds 300] [--keys 64]
+       [--rounds 300] [--keys 64] [--delayed 0] [--source DIR]
 """
 
 from __future__ import annotations
@@ -39,12 +46,14 @@ from mysqlq_dev.bench import server as bench_server
 ROOT = Path(__file__).resolve().parents[1]
 TOPIC, GROUP, NAME = "costs", "g", "consumer"
 WARMUP = 20
+HOUR_S = 3600
+READS = "SHOW SESSION STATUS WHERE Variable_name IN ('Handler_read_next', 'Handler_read_rnd_next')"
 
 
 class Rounds:
     """One consumer holding every partition of the topic, on its own connection."""
 
-    def __init__(self, dsn: str, keys: int) -> None:
+    def __init__(self, dsn: str, keys: int, delayed: int = 0) -> None:
         self.client = mysqlq.connect(dsn)
         self.client.subscribe(GROUP, TOPIC)
         # every key's partition exists, and its offsets row, before the first round
@@ -53,7 +62,31 @@ class Rounds:
         self.keys = keys
         self.call(_sql.ACQUIRE_LEASES, (GROUP, TOPIC, NAME, 600000))
         self.ack(self.fetch())
+        if delayed:
+            self.delay(delayed)
         self.pid = bench_server.server_pid(self.conn)
+
+    def delay(self, count: int) -> None:
+        """``count`` messages due in an hour on the keys, and the cursors moved past them."""
+        for first in range(0, count, 1000):
+            self.client.publish_batch(
+                TOPIC,
+                [
+                    {"payload": b"", "key": f"k{(first + i) % self.keys}", "delay": HOUR_S}
+                    for i in range(min(1000, count - first))
+                ],
+            )
+        waiting = "SELECT COUNT(*) AS n FROM queue_delivery_state"
+        for _ in range(100):
+            if self.call(waiting, ())[0]["n"] >= count:
+                return
+            got = self.call(_sql.FETCH, (GROUP, TOPIC, NAME, min(count, 10000), 30000, 100000))
+            if got:
+                raise SystemExit("a delayed message was delivered before its time")
+        raise SystemExit("the fetches did not move past the delayed messages")
+
+    def reads(self) -> int:
+        return sum(int(r["Value"]) for r in self.call(READS, ()))
 
     def call(self, sql: str, args: tuple) -> list[dict[str, Any]]:
         return execute_rows(self.conn, sql, args)
@@ -90,25 +123,38 @@ class Rounds:
             out[kind] = (cpu, statistics.median(waits) * 1000)
         return out
 
-    def measure(self, n: int, rounds: int) -> dict[str, tuple[float | None, float]]:
-        """Per call: (server CPU ms, median client wait ms)."""
+    def measure(self, n: int, rounds: int) -> dict[str, tuple[float | None, float, int | None]]:
+        """Per call: (server CPU ms, median client wait ms, median rows read or None). The rows
+        read are counted outside the spans the CPU and the wait are taken over."""
         cpu = {"publish": 0.0, "fetch": 0.0, "ack": 0.0}
         waits: dict[str, list[float]] = {k: [] for k in cpu}
+        reads: dict[str, list[int]] = {"fetch": [], "ack": []}
         measured = True
+
+        def mark() -> tuple[float | None, float]:
+            return bench_server.cpu_seconds(self.pid), time.perf_counter()
+
         for r in range(WARMUP + rounds):
-            marks = [(bench_server.cpu_seconds(self.pid), time.perf_counter())]
+            spans = []
+            start = mark()
             self.publish(n, r * 7)
-            marks.append((bench_server.cpu_seconds(self.pid), time.perf_counter()))
+            spans.append((start, mark()))
+            before = self.reads()
+            start = mark()
             rows = self.fetch()
-            marks.append((bench_server.cpu_seconds(self.pid), time.perf_counter()))
+            spans.append((start, mark()))
+            fetched = self.reads()
+            start = mark()
             self.ack(rows)
-            marks.append((bench_server.cpu_seconds(self.pid), time.perf_counter()))
+            spans.append((start, mark()))
+            acked = self.reads()
             if len(rows) != n:
                 raise SystemExit(f"a fetch found {len(rows)} messages, not {n}")
             if r < WARMUP:
                 continue
-            for i, kind in enumerate(cpu):
-                (c0, t0), (c1, t1) = marks[i], marks[i + 1]
+            reads["fetch"].append(fetched - before)
+            reads["ack"].append(acked - fetched)
+            for kind, ((c0, t0), (c1, t1)) in zip(cpu, spans, strict=True):
                 waits[kind].append(t1 - t0)
                 if c0 is None or c1 is None:
                     measured = False
@@ -118,6 +164,7 @@ class Rounds:
             kind: (
                 cpu[kind] / rounds * 1000 if measured else None,
                 statistics.median(waits[kind]) * 1000,
+                int(statistics.median(reads[kind])) if kind in reads else None,
             )
             for kind in cpu
         }
@@ -129,24 +176,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", default="1,10,40", help="messages per call, comma-separated")
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--keys", type=int, default=64, help="keys (partitions) of the topic")
+    parser.add_argument("--delayed", type=int, default=0, help="delayed messages waiting")
+    parser.add_argument("--source", type=Path, default=ROOT, help="checkout to render from")
     args = parser.parse_args(argv)
     sizes = [int(n) for n in args.messages.split(",")]
     if max(sizes) > args.keys:
         parser.error("--messages: at most --keys messages a call (one per partition)")
     with (
         harness.script_server(args.dsn) as server,
-        harness.throwaway_database(server, objects=read_schema(ROOT), prefix="mysqlq_costs_") as db,
+        harness.throwaway_database(
+            server, objects=read_schema(args.source), prefix="mysqlq_costs_"
+        ) as db,
     ):
-        rounds = Rounds(db.dsn, args.keys)
-        print(f"{args.rounds} rounds each; server CPU ms a call / the client's median wait ms")
+        rounds = Rounds(db.dsn, args.keys, args.delayed)
+        print(
+            f"{args.rounds} rounds each, {args.delayed:,} delayed messages waiting; server CPU ms "
+            "a call / the client's median wait ms / rows read"
+        )
         # (ten times the rounds: a statement of 0.1 ms spans few of /proc's 10 ms ticks)
         for kind, (cpu, wait) in rounds.reference(10 * args.rounds).items():
             print(f"{kind:>16} {'-' if cpu is None else f'{cpu:.3f}'} / {wait:.3f}")
-        print(f"{'messages a call':>16} {'publish':>14} {'fetch':>14} {'ack':>14}")
+        print(f"{'messages a call':>16} {'publish':>14} {'fetch':>22} {'ack':>22}")
         for n in sizes:
             got = rounds.measure(n, args.rounds)
-            cells = [f"{'-' if c is None else f'{c:.2f}'} / {w:.2f}" for c, w in got.values()]
-            print(f"{n:>16} " + " ".join(f"{cell:>14}" for cell in cells))
+            cells = [
+                f"{'-' if c is None else f'{c:.2f}'} / {w:.2f}"
+                + ("" if rows is None else f" / {rows:,}")
+                for c, w, rows in got.values()
+            ]
+            widths = (14, 22, 22)
+            print(f"{n:>16} " + " ".join(f"{c:>{w}}" for c, w in zip(cells, widths, strict=True)))
     return 0
 
 

@@ -13,5 +13,10 @@ CREATE TABLE IF NOT EXISTS queue_delivery_state (
     last_error TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
     updated_at BIGINT NOT NULL,
     -- fetch, settle and watermark: the rows of one group's partition in offset order
-    PRIMARY KEY (group_name, partition_id, msg_offset)
+    PRIMARY KEY (group_name, partition_id, msg_offset),
+    -- fetch and its long poll's probe: the group's rows due now, only those (a delayed message
+    -- waits in a row until its time: a group may keep many that are not due)
+    -- SELECT DISTINCT partition_id FROM queue_delivery_state
+    --     WHERE group_name = ? AND state IN (0, 1) AND invisible_until <= ?
+    KEY queue_delivery_state_due (group_name, state, invisible_until)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

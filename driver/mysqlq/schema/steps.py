@@ -247,6 +247,39 @@ def drop_columns(table: str, names: Sequence[str]) -> None:
     ex.finish()
 
 
+def _existing_indexes(ex: Executor, table: str) -> set[str] | None:
+    """The indexes ``table`` has now (None in offline mode, where nothing can be read)."""
+    if isinstance(ex, OfflineExecutor):
+        return None
+    ex.cursor.execute(
+        "SELECT index_name FROM information_schema.statistics "
+        f"WHERE table_schema = DATABASE() AND table_name = '{table}'"
+    )
+    return {row[0].lower() for row in ex.cursor.fetchall()}
+
+
+def add_index(table: str, name: str, definition: str) -> None:
+    """``ALTER TABLE table ADD KEY name definition`` online (in place, ``LOCK=NONE``: writes go
+    on), unless the table has an index of that name (always, in an offline script): a migration
+    run again after it failed part way skips it."""
+    ex = _executor(_context())
+    have = _existing_indexes(ex, table)
+    if have is None or name.lower() not in have:
+        ex.statement(
+            f"ALTER TABLE {table} ADD KEY {name} {definition}, ALGORITHM=INPLACE, LOCK=NONE"
+        )
+    ex.finish()
+
+
+def drop_index(table: str, name: str) -> None:
+    """``ALTER TABLE table DROP INDEX name`` (in place, ``LOCK=NONE``), if the table has it."""
+    ex = _executor(_context())
+    have = _existing_indexes(ex, table)
+    if have is None or name.lower() in have:
+        ex.statement(f"ALTER TABLE {table} DROP INDEX {name}, ALGORITHM=INPLACE, LOCK=NONE")
+    ex.finish()
+
+
 def _destination(ctx: Any) -> tuple[bool, str | None]:
     """``(known, revision)``: where this Alembic run ends (``None``: base), if it can tell."""
     env = getattr(ctx, "environment_context", None)

@@ -1,0 +1,79 @@
+"""What a long poll and a fetch read does not grow with the delayed messages groups keep.
+
+A delayed message waits in a delivery-state row until its time (G12), and a nacked one until its
+delay passes. A group may keep many: scheduled jobs, ETA tasks, retries with long countdowns;
+and another group's rows must cost this one nothing (G9).
+The long poll's probe runs every 10 ms per subscriber, and it and the fetch look for rows due
+now. They find them by ``queue_delivery_state_due``, only the due ones: before revision 0018
+each probe read every row of the partitions it holds (MySQL), or every row of every group
+(MariaDB), and an idle subscriber over 20,000 delayed messages kept half a core of the server
+busy.
+"""
+
+from __future__ import annotations
+
+import json
+
+from helpers.support import Consumer, call, publish, rows
+
+TOPIC = "delayed"
+KEYS = ["k0", "k1", "k2", "k3"]
+HOUR_MS = 3_600_000
+
+
+def _reads(conn) -> int:
+    """Index and table rows the session has read so far (next in an index, and scanned)."""
+    found = rows(
+        conn,
+        "SHOW SESSION STATUS WHERE Variable_name IN ('Handler_read_next', 'Handler_read_rnd_next')",
+    )
+    return sum(int(r["Value"]) for r in found)
+
+
+def _delay(conn, consumers: list[Consumer], per_key: int) -> None:
+    """``per_key`` more messages on each key, due in an hour, and every consumer's cursors past
+    them (each one now waits in a delivery-state row of its group; what else was new is acked)."""
+    batch = [{"key": k, "payload": "x", "delay_ms": HOUR_MS} for k in KEYS for _ in range(per_key)]
+    call(conn, "queue_publish_batch", TOPIC, json.dumps(batch))
+    for c in consumers:
+        got = c.fetch(batch_size=10_000)
+        assert all(m["id"].startswith("new-") for m in got), got
+        assert c.ack(got)["settled"] == len(got)
+
+
+def _costs(conn, c: Consumer, n: int) -> tuple[int, int]:
+    """The rows read by a long poll that finds nothing (its probe, then the fetch), and by the
+    fetch (and ack) of one new message."""
+    before = _reads(conn)
+    assert call(conn, "queue_fetch_wait", c.group, TOPIC, c.name, 10, 30_000, 100, 0, None) == []
+    idle = _reads(conn) - before
+    publish(conn, TOPIC, "k1", f"new-{n}", b"x")
+    before = _reads(conn)
+    got = c.fetch()
+    assert [m["id"] for m in got] == [f"new-{n}"]
+    fetched = _reads(conn) - before
+    assert c.ack(got)["settled"] == 1
+    return idle, fetched
+
+
+def test_a_long_poll_and_a_fetch_read_no_more_for_the_delayed_messages_groups_keep(conn):
+    c = Consumer(conn, "g", TOPIC, "s")
+    other = Consumer(conn, "other", TOPIC, "o")
+    for key in KEYS:
+        publish(conn, TOPIC, key, f"{key}-first", b"x")
+    for consumer in (c, other):
+        consumer.subscribe()
+        consumer.tick()
+        assert consumer.ack(consumer.fetch())["settled"] == len(KEYS)
+    _delay(conn, [c, other], 5)
+    few = _costs(conn, c, 1)
+    # 300 more on each partition of both groups: 2,400 rows more, none due
+    _delay(conn, [c, other], 300)
+    assert rows(conn, "SELECT COUNT(*) AS n FROM queue_delivery_state")[0]["n"] >= 2 * 4 * 305
+    many = _costs(conn, c, 2)
+    # read row by row, the probe would add 1,200 (this group's partitions) or 2,400 (every
+    # group's rows); the fetch, 300 (the new message's partition)
+    assert many[0] - few[0] < 50, (few, many)
+    assert many[1] - few[1] < 50, (few, many)
+    # the delayed messages still wait: nothing is due
+    assert c.fetch() == []
