@@ -107,6 +107,8 @@ BEGIN  -- noqa: LT02
     DECLARE v_parts INT DEFAULT 0;
     DECLARE v_fast INT DEFAULT -1;
     DECLARE v_fast_n INT DEFAULT 0;
+    -- 1 when a partition named keeps a delivery-state row (as a plain read saw it)
+    DECLARE v_kept INT DEFAULT 0;
     -- 1: an extend reached a message of the current cursor batch, whose visibility is the batch's
     DECLARE v_extend_cursor INT;
     -- the deliveries by partition: an ack of a whole in-order run settles in one step. An element
@@ -139,6 +141,18 @@ BEGIN  -- noqa: LT02
     -- ones) and checks them all, one moves the watermarks. Otherwise, or if one partition is not
     -- so, the loop below does all of them
     IF p_action = {{ m.ACTION_ACK }} AND p_locking = 0 THEN
+        -- first a plain read, which stops at the first delivery-state row of a partition named:
+        -- where there is one, the common ack cannot settle that partition, and its locking read
+        -- below would read every row of it, each delayed message. (A row a settle has just
+        -- removed may still show here: the loop then settles the same. One added since shows
+        -- only to the locking read, which looks again)
+        SELECT EXISTS(
+            SELECT STRAIGHT_JOIN 1
+            FROM {{ m.deliveries_table('p_deliveries') }}
+            INNER JOIN queue_delivery_state AS s ON s.group_name = p_group AND d.d_pid = s.partition_id
+        ) INTO v_kept;
+    END IF;
+    IF p_action = {{ m.ACTION_ACK }} AND p_locking = 0 AND v_kept = 0 THEN
         -- (the partitions' runs sorted first, alone, and the rows locked in that order, as the
         -- loop does: two settles naming the same partitions in different orders cannot deadlock)
         SELECT

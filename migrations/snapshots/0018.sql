@@ -66,6 +66,7 @@ BEGIN
     DECLARE v_parts INT DEFAULT 0;
     DECLARE v_fast INT DEFAULT -1;
     DECLARE v_fast_n INT DEFAULT 0;
+    DECLARE v_kept INT DEFAULT 0;
     DECLARE v_extend_cursor INT;
     DECLARE c_partitions CURSOR FOR
         SELECT
@@ -102,6 +103,27 @@ BEGIN
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
 
     IF p_action = 1 AND p_locking = 0 THEN
+        SELECT EXISTS(
+            SELECT STRAIGHT_JOIN 1
+            FROM (
+                SELECT
+                    e.e_pid AS d_pid,
+                    e.e_first AS d_first,
+                    IF(e.e_fourth IS NULL, e.e_first, e.e_third) AS d_last,
+                    COALESCE(e.e_fourth, e.e_third) AS d_tok,
+                    e.e_fourth IS NOT NULL AS d_run
+                FROM JSON_TABLE(p_deliveries, '$[*]' COLUMNS (
+                    e_pid BIGINT PATH '$[0]',
+                    e_first BIGINT PATH '$[1]',
+                    e_third BIGINT PATH '$[2]',
+                    e_fourth BIGINT PATH '$[3]'
+                )) AS e
+                LIMIT 1000000000
+            ) AS d
+            INNER JOIN queue_delivery_state AS s ON s.group_name = p_group AND d.d_pid = s.partition_id
+        ) INTO v_kept;
+    END IF;
+    IF p_action = 1 AND p_locking = 0 AND v_kept = 0 THEN
         SELECT
             COUNT(DISTINCT r.r_pid),
             COUNT(DISTINCT IF(r.r_distinct = r.r_n AND r.r_min = o.offset_acked + 1 AND r.r_max = r.r_min + r.r_n - 1

@@ -15,7 +15,7 @@ revision = "0018"
 down_revision = "0017"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "16ff5172cd9677aa421f7bb661c2fdb9e36815db8d5b619b7613b1e814a5d2e8"
+snapshot_sha256 = "f884e63f37e465357dc66645a1abc28103ae712585ab820ac7b53c8ac85a0c24"
 
 
 def upgrade() -> None:

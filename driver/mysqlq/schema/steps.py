@@ -213,15 +213,21 @@ def execute(sql: str, compound: bool = False) -> None:
     ex.finish()
 
 
-def _existing_columns(ex: Executor, table: str) -> set[str] | None:
-    """The columns ``table`` has now (None in offline mode, where nothing can be read)."""
+def _existing(ex: Executor, table: str, view: str, column: str) -> set[str] | None:
+    """The names in ``column`` of information_schema ``view`` for ``table`` now, lowercased (None
+    in offline mode, where nothing can be read)."""
     if isinstance(ex, OfflineExecutor):
         return None
     ex.cursor.execute(
-        "SELECT column_name FROM information_schema.columns "
+        f"SELECT {column} FROM information_schema.{view} "
         f"WHERE table_schema = DATABASE() AND table_name = '{table}'"
     )
     return {row[0].lower() for row in ex.cursor.fetchall()}
+
+
+def _existing_columns(ex: Executor, table: str) -> set[str] | None:
+    """The columns ``table`` has now (None in offline mode)."""
+    return _existing(ex, table, "columns", "column_name")
 
 
 def add_columns(table: str, columns: Sequence[tuple[str, str]]) -> None:
@@ -248,14 +254,8 @@ def drop_columns(table: str, names: Sequence[str]) -> None:
 
 
 def _existing_indexes(ex: Executor, table: str) -> set[str] | None:
-    """The indexes ``table`` has now (None in offline mode, where nothing can be read)."""
-    if isinstance(ex, OfflineExecutor):
-        return None
-    ex.cursor.execute(
-        "SELECT index_name FROM information_schema.statistics "
-        f"WHERE table_schema = DATABASE() AND table_name = '{table}'"
-    )
-    return {row[0].lower() for row in ex.cursor.fetchall()}
+    """The indexes ``table`` has now (None in offline mode)."""
+    return _existing(ex, table, "statistics", "index_name")
 
 
 def add_index(table: str, name: str, definition: str) -> None:
