@@ -39,14 +39,9 @@ def idle_share(dsn: str, subscribers: int, keys: int, delayed: int, seconds: flo
     client = mysqlq.connect(dsn)
     client.subscribe(GROUP, TOPIC)
     client.publish_batch(TOPIC, [{"payload": b"", "key": f"k{i}"} for i in range(keys)])
-    for first in range(0, delayed, 1000):
-        client.publish_batch(
-            TOPIC,
-            [
-                {"payload": b"", "key": f"k{(first + i) % keys}", "delay": HOUR_S}
-                for i in range(min(1000, delayed - first))
-            ],
-        )
+    client.publish_batch(
+        TOPIC, ({"payload": b"", "key": f"k{i % keys}", "delay": HOUR_S} for i in range(delayed))
+    )
     handled = threading.Semaphore(0)
     subs = [
         mysqlq.Subscriber(

@@ -51,6 +51,13 @@ def rows(conn, sql: str, *args) -> list[dict]:
         cur.close()
 
 
+def session_counters(conn, names) -> dict[str, int]:
+    """The session's status counters ``names`` (``SHOW SESSION STATUS``)."""
+    marks = ", ".join(["%s"] * len(names))
+    found = rows(conn, f"SHOW SESSION STATUS WHERE Variable_name IN ({marks})", *names)
+    return {r["Variable_name"]: int(r["Value"]) for r in found}
+
+
 def transaction_open(conn) -> bool:
     """Whether the session has a transaction open. The server refuses to change the next
     transaction's characteristics inside one (1568), on MySQL and MariaDB alike; unlike

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 
-from helpers.support import Consumer, call, publish, rows
+from helpers.support import Consumer, call, publish, rows, session_counters
 
 TOPIC = "delayed"
 KEYS = ["k0", "k1", "k2", "k3"]
@@ -25,11 +25,7 @@ HOUR_MS = 3_600_000
 
 def _reads(conn) -> int:
     """Index and table rows the session has read so far (next in an index, and scanned)."""
-    found = rows(
-        conn,
-        "SHOW SESSION STATUS WHERE Variable_name IN ('Handler_read_next', 'Handler_read_rnd_next')",
-    )
-    return sum(int(r["Value"]) for r in found)
+    return sum(session_counters(conn, ("Handler_read_next", "Handler_read_rnd_next")).values())
 
 
 def _delay(conn, consumers: list[Consumer], per_key: int) -> None:

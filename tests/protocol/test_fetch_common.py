@@ -15,7 +15,16 @@ import re
 import threading
 
 import pytest
-from helpers.support import Consumer, call, publish, rows, scalar, server_now, wait_until
+from helpers.support import (
+    Consumer,
+    call,
+    publish,
+    rows,
+    scalar,
+    server_now,
+    session_counters,
+    wait_until,
+)
 
 TOPIC = "common"
 
@@ -36,9 +45,7 @@ WRITES = ("Com_update", "Com_update_multi", "Com_insert_select")
 
 def _counters(conn, names=(*WRITES, "Com_select")) -> dict[str, int]:
     """The session's status counters ``names``."""
-    marks = ", ".join(["%s"] * len(names))
-    found = rows(conn, f"SHOW SESSION STATUS WHERE Variable_name IN ({marks})", *names)
-    return {r["Variable_name"]: int(r["Value"]) for r in found}
+    return session_counters(conn, names)
 
 
 def _settled(conn, keys: list[str], per_key: int, batch_size: int = 10) -> Consumer:
