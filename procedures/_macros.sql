@@ -768,6 +768,34 @@ FROM queue_partition_leases AS l
             )
 {%- endmacro %}
 
+{#- The columns of a fetch's result, one row per message delivered (queue_fetch, and
+    queue_fetch_wait's empty result when its wait found nothing): the log's row `msg`, its token
+    and attempt. -#}
+{% macro fetched_columns(token, attempt) -%}
+msg.partition_id,
+        msg.msg_offset AS `offset`,
+        {{ token }} AS token,
+        {{ attempt }} AS attempt,
+        msg.topic,
+        msg.partition_key,
+        msg.message_id AS id,
+        msg.payload,
+        msg.metadata,
+        msg.published_at,
+        msg.deliver_at,
+        v_now + p_visibility_ms AS visible_until,
+        msg.origin_topic,
+        msg.origin_group,
+        msg.origin_offset,
+        msg.origin_message_id,
+        msg.failures,
+        msg.last_error,
+        msg.failed_at,
+        msg.kind,
+        msg.content_type,
+        msg.priority
+{%- endmacro %}
+
 {#- The order queue_fetch serves held partitions in: fetch_rank() highest first, then the one that
     waited longest (fetch_waited_since() earliest), then the lower partition id. The rank is the
     priority of the partition's messages (an unkeyed slot's own; a keyed partition's next new

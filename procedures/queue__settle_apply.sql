@@ -42,10 +42,10 @@ IF(p_action = {{ m.ACTION_RELEASE }}, GREATEST(v_attempts - 1, 0), v_attempts)
             GROUP BY d.d_pid
         ) AS r
 {%- endmacro %}
-{#- The partition's deliveries are one in-order run of its current cursor batch (offsets o, runs r):
-    an ack moves the watermark past them and writes no row (with no delivery-state rows). -#}
-{% macro in_order_run() %}
-r.r_distinct = r.r_n AND r.r_min = o.offset_acked + 1 AND r.r_max = r.r_min + r.r_n - 1
+{#- The partition's deliveries are one run of its current cursor batch (offsets o, runs r), each
+    offset named once. -#}
+{% macro cursor_run() %}
+r.r_distinct = r.r_n AND r.r_max = r.r_min + r.r_n - 1
             AND r.r_min >= o.cursor_start AND r.r_max <= o.cursor_pos
             AND r.r_mintok = o.cursor_token AND r.r_maxtok = o.cursor_token
 {%- endmacro %}
@@ -109,6 +109,8 @@ BEGIN  -- noqa: LT02
     DECLARE v_fast_n INT DEFAULT 0;
     -- 1 when a partition named keeps a delivery-state row (as a plain read saw it)
     DECLARE v_kept INT DEFAULT 0;
+    -- partitions the common ack with rows found a row in the way of
+    DECLARE v_in_way INT;
     -- 1: an extend reached a message of the current cursor batch, whose visibility is the batch's
     DECLARE v_extend_cursor INT;
     -- the deliveries by partition: an ack of a whole in-order run settles in one step. An element
@@ -157,7 +159,13 @@ BEGIN  -- noqa: LT02
         -- loop does: two settles naming the same partitions in different orders cannot deadlock)
         SELECT
             COUNT(DISTINCT r.r_pid),
-            COUNT(DISTINCT IF({{ in_order_run() }} AND s.partition_id IS NULL, r.r_pid, NULL)),
+            -- (a run from just past the watermark: the watermark moves past it, and no row is
+            -- written where the partition has none)
+            COUNT(DISTINCT IF(
+                {{ cursor_run() }} AND r.r_min = o.offset_acked + 1 AND s.partition_id IS NULL,
+                r.r_pid,
+                NULL
+            )),
             COALESCE(SUM(r.r_n), 0)
         INTO v_parts, v_fast, v_fast_n
         FROM (
@@ -202,6 +210,105 @@ BEGIN  -- noqa: LT02
                 cursor_pending = cursor_pending - r.r_n,
                 updated_at = v_now;
             SET v_settled = v_fast_n;
+        END IF;
+    ELSEIF p_action = {{ m.ACTION_ACK }} AND p_locking = 0 THEN
+        -- the common ack where the group keeps rows on a partition named (since revision 0019; a
+        -- delayed message behind a cursor sent every ack of its partition to the loop, message by
+        -- message): each partition's deliveries are one run of its current cursor batch with no
+        -- row in its way (below), and either the run starts just past the watermark (which
+        -- moves past it, as above) or further on (acked out of order: a message before it waits,
+        -- or is still out). The loop would write each offset of such a run a row, acked (the
+        -- watermark stays: G8), and take the run from the batch's pending count; here one
+        -- statement writes them all, as the loop would have. First the offsets rows, locked in
+        -- partition order (as above and as the loop)
+        SELECT
+            COUNT(DISTINCT r.r_pid),
+            COUNT(DISTINCT IF({{ cursor_run() }} AND r.r_min >= o.offset_acked + 1, r.r_pid, NULL)),
+            COALESCE(SUM(r.r_n), 0),
+            COALESCE(MAX(r.r_span), 1)
+        INTO v_parts, v_fast, v_fast_n, v_span
+        FROM (
+            SELECT r.*
+            FROM {{ runs_by_partition() }}
+            ORDER BY r.r_pid
+            LIMIT 1000000000  -- noqa: AM09
+        ) AS r
+        LEFT JOIN queue_offsets AS o ON o.group_name = p_group AND r.r_pid = o.partition_id
+        FOR UPDATE;
+        IF v_fast = v_parts THEN
+            -- then the rows in the way, by plain reads (current under the offsets rows' lock,
+            -- which every writer of a partition's rows takes first), each by primary key, not the
+            -- delayed messages behind: a row at one of the runs' offsets (that message left the
+            -- batch), and a done row just past where the watermark ends (the loop would move it
+            -- over that row): past the run, for a run from the watermark on; past the watermark,
+            -- for a run further on. (Rows behind the watermark are deleted as it moves, G8)
+            SELECT
+                (
+                    SELECT STRAIGHT_JOIN COUNT(*)
+                    FROM
+                        {{ m.deliveries_table('p_deliveries') }}
+                    INNER JOIN JSON_TABLE(
+                        {{ m.sequence_rows('v_span') }}
+                    ) AS seq ON seq.seq_n <= d.d_last - d.d_first + 1
+                    INNER JOIN queue_delivery_state AS s
+                        ON
+                            s.group_name = p_group AND d.d_pid = s.partition_id
+                            AND d.d_first + seq.seq_n - 1 = s.msg_offset
+                ) + (
+                    SELECT COUNT(*)
+                    FROM {{ runs_by_partition() }}
+                    INNER JOIN queue_offsets AS o ON o.group_name = p_group AND r.r_pid = o.partition_id
+                    WHERE (
+                        SELECT s.state FROM queue_delivery_state AS s
+                        WHERE
+                            s.group_name = p_group AND s.partition_id = r.r_pid
+                            AND s.msg_offset = IF(r.r_min = o.offset_acked + 1, r.r_max, o.offset_acked) + 1
+                    ) >= {{ m.STATE_ACKED }}
+                )
+            INTO v_in_way;
+            IF v_in_way = 0 THEN
+                INSERT INTO queue_delivery_state (
+                    group_name, partition_id, msg_offset, state, invisible_until, attempts, token,
+                    last_error, updated_at
+                )
+                SELECT STRAIGHT_JOIN
+                    p_group,
+                    d.d_pid,
+                    d.d_first + seq.seq_n - 1,
+                    {{ m.STATE_ACKED }},
+                    0,
+                    o.cursor_attempt,
+                    d.d_tok,
+                    NULL,
+                    v_now
+                FROM
+                    {{ m.deliveries_table('p_deliveries') }}
+                INNER JOIN JSON_TABLE(
+                    {{ m.sequence_rows('v_span') }}
+                ) AS seq ON seq.seq_n <= d.d_last - d.d_first + 1
+                INNER JOIN queue_offsets AS o ON o.group_name = p_group AND d.d_pid = o.partition_id
+                INNER JOIN {{ runs_by_partition() }} ON d.d_pid = r.r_pid
+                WHERE r.r_min > o.offset_acked + 1;
+                -- (each row is there and locked: see m.offsets_upsert)
+                INSERT INTO queue_offsets (
+                    group_name, partition_id, offset_acked, cursor_pos, cursor_start, updated_at
+                )
+                SELECT
+                    p_group,
+                    r.r_pid,
+                    r.r_max,
+                    0,
+                    0,
+                    v_now
+                FROM {{ runs_by_partition() }}
+                ON DUPLICATE KEY UPDATE
+                    offset_acked = IF(r.r_min = offset_acked + 1, r.r_max, offset_acked),
+                    cursor_pending = cursor_pending - r.r_n,
+                    updated_at = v_now;
+                SET v_settled = v_fast_n;
+            ELSE
+                SET v_fast = -1;
+            END IF;
         END IF;
     END IF;
 

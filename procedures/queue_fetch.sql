@@ -125,6 +125,9 @@ BEGIN  -- noqa: LT02
     DECLARE v_parts INT DEFAULT 0;
     DECLARE v_simple INT DEFAULT 0;
     DECLARE v_fast INT DEFAULT 0;
+    -- 1 when the group has delivery-state rows at all (then the common fetch checks, under its
+    -- lock, that none of them is in the way of the partitions it serves)
+    DECLARE v_group_rows INT;
     -- the held partitions that may have something to deliver, the highest ranked first
     DECLARE c_partitions CURSOR FOR
         SELECT
@@ -172,23 +175,25 @@ BEGIN  -- noqa: LT02
         SET v_limited = v_max IS NOT NULL;
         SET v_max = LEAST(p_max_messages, COALESCE(v_max, p_max_messages));
     END IF;
-    -- the common fetch: the group has no delivery-state rows (no message nacked, delayed,
-    -- cancelled or acked out of order waits in a row), no flow control applies, and every
-    -- partition to serve takes a new cursor batch (its last one settled, no delayed message or
-    -- copy for another group in the range). Then four statements serve them all: one lists them
-    -- in the loop's order, cut where the loop would stop (p_max_messages); one reads their new
-    -- ranges' messages by primary key for one that waits; one locks their offsets rows, sorted by
-    -- partition as the settles lock them, and checks that none changed since; one moves the
-    -- cursors. Otherwise, or if one partition is not so, the loop below serves them. (A group
-    -- with rows goes to the loop at once: where a partition has a row, the loop serves it, and
-    -- trying first would cost the list)
+    -- the common fetch: no flow control applies, and every partition to serve takes a new cursor
+    -- batch, which the loop would serve alone: its last batch settled, no delivery-state row of
+    -- the group in the way (none in flight, none due, none in the new range: a row of a message
+    -- behind the cursor that waits for its time, or was acked out of order, is not), and no
+    -- delayed message or copy for another group in the new range. Then four statements serve
+    -- them all: one lists them in the loop's order, cut where the loop would stop
+    -- (p_max_messages); one reads their new ranges' messages by primary key for one that waits;
+    -- one locks their offsets rows, sorted by partition as the settles lock them, and checks that
+    -- none changed since; one moves the cursors (where the group has rows, a plain read under
+    -- that lock first looks for one in the way). Otherwise, or if one partition is not so, the
+    -- loop below serves them. (Until revision 0019 a group with any row went to the loop: one
+    -- delayed message made every fetch of the group cost about six statements per partition)
     -- (a SELECT: the same read in an IF's condition is a locking one, which waits on another
     -- transaction's uncommitted row)
     SELECT EXISTS(
         SELECT 1 FROM queue_delivery_state AS s
         WHERE s.group_name = v_group
-    ) INTO v_x;
-    IF v_flow = 0 AND v_x = 0 THEN
+    ) INTO v_group_rows;
+    IF v_flow = 0 THEN
         SELECT
             COUNT(*),
             COALESCE(SUM(c.c_simple), 0),
@@ -208,14 +213,16 @@ BEGIN  -- noqa: LT02
                 w.c_seq,
                 w.c_visit,
                 LEAST(w.c_take, v_max - w.c_before) AS c_n,
-                -- (a delivery-state row is looked for under the lock below)
-                IF(w.c_pending = 0, 1, 0) AS c_simple
+                -- (a partition with a row due now is the loop's; rows are looked for again under
+                -- the lock below)
+                IF(w.c_pending = 0 AND w.c_due IS NULL, 1, 0) AS c_simple
             FROM (
                 SELECT
                     r.c_pid,
                     r.c_pos,
                     r.c_seq,
                     r.c_pending,
+                    r.c_due,
                     LEAST(p_batch_size, r.c_last - r.c_pos) AS c_take,
                     -- what the partitions served before it take (a partition with no offsets row
                     -- counts none: it is not simple, and the loop serves the call)
@@ -231,6 +238,7 @@ BEGIN  -- noqa: LT02
                         o.cursor_pos AS c_pos,
                         o.delivery_seq AS c_seq,
                         o.cursor_pending AS c_pending,
+                        d.partition_id AS c_due,
                         p.last_offset AS c_last,
                         {{ m.fetch_rank() }} AS c_rank,
                         {{ m.fetch_waited_since() }} AS c_waited
@@ -266,16 +274,62 @@ BEGIN  -- noqa: LT02
             END IF;
         END IF;
         IF v_parts > 0 AND v_simple = v_parts THEN
-            -- locked in partition order; a settle or a cancel that committed since the list was
-            -- read shows as a moved cursor, a new token or a delivery-state row
+            -- locked in partition order; a settle, a cancel or a seek that committed since the
+            -- list was read shows as a moved cursor, a new token or, in a group that had no
+            -- delivery-state row, a row
             SELECT STRAIGHT_JOIN COUNT(*) INTO v_x
             FROM {{ served_by_partition() }}
             INNER JOIN queue_offsets AS o ON o.group_name = v_group AND e.e_pid = o.partition_id
-            LEFT JOIN queue_delivery_state AS s ON s.group_name = v_group AND e.e_pid = s.partition_id
+            LEFT JOIN queue_delivery_state AS s
+                ON v_group_rows = 0 AND s.group_name = v_group AND e.e_pid = s.partition_id
             WHERE
                 o.cursor_pending = 0 AND o.cursor_pos = e.e_lo - 1 AND o.delivery_seq = e.e_token - 1
                 AND s.partition_id IS NULL
             FOR UPDATE;
+            IF v_x = v_parts AND v_group_rows = 1 THEN
+                -- the group has rows: those in the way make the partition the loop's. A row in
+                -- flight (the loop's window counts it against the batch size) or due (the loop
+                -- redelivers it in this call), by queue_delivery_state_due (the group's rows in
+                -- flight and due, only); a row in a new range (a message cancelled before the
+                -- cursor reached it), offset by offset by primary key (as the messages above: not
+                -- the delayed rows behind the cursor). Plain reads, current under the offsets
+                -- rows' lock, which every writer of a partition's rows takes first
+                SELECT
+                    (
+                        SELECT COUNT(*)
+                        FROM {{ served_by_partition() }}
+                        INNER JOIN (
+                            SELECT DISTINCT s.partition_id
+                            FROM queue_delivery_state AS s
+                            WHERE
+                                s.group_name = v_group
+                                AND (
+                                    s.state = {{ m.STATE_IN_FLIGHT }}
+                                    OR (s.state = {{ m.STATE_WAITING }} AND s.invisible_until <= v_now)
+                                )
+                            LIMIT 1000000000  -- noqa: AM09
+                        ) AS busy ON e.e_pid = busy.partition_id
+                    ) + (
+                        SELECT STRAIGHT_JOIN COUNT(*)
+                        FROM
+                            JSON_TABLE(v_out, '$[*]' COLUMNS (
+                                e_pid BIGINT PATH '$[0]',
+                                e_lo BIGINT PATH '$[1]',
+                                e_hi BIGINT PATH '$[2]'
+                            )) AS e
+                        INNER JOIN JSON_TABLE(
+                            {{ m.sequence_rows('v_span') }}
+                        ) AS seq ON seq.seq_n <= e.e_hi - e.e_lo + 1
+                        INNER JOIN queue_delivery_state AS s
+                            ON
+                                s.group_name = v_group AND e.e_pid = s.partition_id
+                                AND e.e_lo + seq.seq_n - 1 = s.msg_offset
+                    )
+                INTO v_rows;
+                IF v_rows > 0 THEN
+                    SET v_x = 0;
+                END IF;
+            END IF;
             IF v_x = v_parts THEN
                 -- every row is there and locked (above): each one is updated (see m.offsets_upsert)
                 INSERT INTO queue_offsets (
@@ -578,28 +632,7 @@ BEGIN  -- noqa: LT02
     -- optimizer, it read the log by partition alone (every message of the partition) before
     -- matching the offsets
     SELECT STRAIGHT_JOIN
-        msg.partition_id,
-        msg.msg_offset AS `offset`,
-        d.d_token AS token,
-        d.d_attempt AS attempt,
-        msg.topic,
-        msg.partition_key,
-        msg.message_id AS id,
-        msg.payload,
-        msg.metadata,
-        msg.published_at,
-        msg.deliver_at,
-        v_now + p_visibility_ms AS visible_until,
-        msg.origin_topic,
-        msg.origin_group,
-        msg.origin_offset,
-        msg.origin_message_id,
-        msg.failures,
-        msg.last_error,
-        msg.failed_at,
-        msg.kind,
-        msg.content_type,
-        msg.priority
+        {{ m.fetched_columns('d.d_token', 'd.d_attempt') }}
     FROM
         (
             SELECT

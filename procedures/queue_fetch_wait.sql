@@ -28,6 +28,7 @@ BEGIN
     DECLARE v_allowance BIGINT;
     DECLARE v_tokens DECIMAL(20, 6);
     DECLARE v_full TINYINT;
+    DECLARE v_max_attempts INT;
     -- a probe that finds nothing leaves v_ready NULL
     DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
 
@@ -37,18 +38,26 @@ BEGIN
     IF p_wait_ms IS NULL OR p_wait_ms NOT BETWEEN 0 AND 60000 THEN
         {{ m.fail(m.E_DURATION, 'p_wait_ms must be set and between 0 and 60000 ms') }};
     END IF;
+    -- queue_fetch's own checks, before the wait: a wait that finds nothing does not call it
+    {{ m.check_count('p_batch_size', 10000) }};
+    {{ m.check_ms('p_visibility_ms', low=1, allow_null=False) }};
+    {{ m.check_count('p_max_messages', 100000) }};
     {{ m.check_now() }};
     {{ m.check_consumer() }};
     SET v_group = p_group;
     SET v_topic = p_topic;
     SET v_subscriber = p_subscriber;
     SET v_deadline = {{ m.now_ms('NULL') }} + p_wait_ms;
-    -- one read of the flags (queue_fetch reads them again); a subscription that does not exist
-    -- is queue_fetch's error to raise
-    SELECT COALESCE(MAX(s.paused OR s.topic_paused OR s.rate_per_s IS NOT NULL OR s.concurrency IS NOT NULL), 0)
-    INTO v_flow
+    -- one read of the subscription and its flags (queue_fetch reads them again)
+    SELECT
+        MAX(s.max_attempts),
+        COALESCE(MAX(s.paused OR s.topic_paused OR s.rate_per_s IS NOT NULL OR s.concurrency IS NOT NULL), 0)
+    INTO v_max_attempts, v_flow
     FROM queue_subscriptions AS s
     WHERE s.group_name = v_group AND s.topic = v_topic;
+    IF v_max_attempts IS NULL THEN
+        {{ m.fail(m.E_NOT_SUBSCRIBED, 'p_group is not subscribed to p_topic: call queue_subscribe first') }};
+    END IF;
 
     -- each probe is a plain read in its own statement, so it sees what committed since the last
     -- one (call with no transaction open, as for queue_fetch); the probe is the query that picks
@@ -75,5 +84,14 @@ BEGIN
         SELECT SLEEP(0.01) INTO v_slept;
     END LOOP;
 
-    CALL queue_fetch(p_group, p_topic, p_subscriber, p_batch_size, p_visibility_ms, p_max_messages, p_now);
+    IF v_ready IS NULL THEN
+        -- the wait found nothing: queue_fetch's result, empty, without its reads (the probe that
+        -- just found nothing is the query that picks its partitions; what commits from now on is
+        -- the next call's). An idle subscriber makes this call ten times a second
+        SELECT {{ m.fetched_columns('CAST(NULL AS SIGNED)', 'CAST(NULL AS SIGNED)') }}
+        FROM queue_messages AS msg
+        WHERE FALSE;
+    ELSE
+        CALL queue_fetch(p_group, p_topic, p_subscriber, p_batch_size, p_visibility_ms, p_max_messages, p_now);
+    END IF;
 END

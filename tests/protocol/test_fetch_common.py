@@ -157,15 +157,20 @@ CHANGES = {
 }
 
 
+@pytest.mark.parametrize("rows_kept", [False, True], ids=["no_rows", "rows_behind"])
 @pytest.mark.parametrize("change", sorted(CHANGES))
 def test_a_partition_changed_while_the_fetch_waited_for_its_lock_is_not_served_again(
-    conn, connect, change
+    conn, connect, change, rows_kept
 ):
     """The list of partitions is a plain read: a writer that changed a partition and committed
     while the fetch waited for that partition's offsets row must be seen, or the fetch would
-    hand out a batch that is already out, or a cancelled message."""
+    hand out a batch that is already out, or a cancelled message. ``rows_behind``: the group
+    keeps a delivery-state row (a delayed message behind the cursor of another key), so the
+    fetch looks under its lock for rows in the way, not for any row."""
     statements, expected, watermark_a = CHANGES[change]
     c = _settled(conn, ["a", "b"], 1)
+    if rows_kept:
+        _delay_behind(conn, c, ["z"])
     for key in ("a", "b"):
         publish(conn, TOPIC, key, f"{key}-new-2", b"x")
         publish(conn, TOPIC, key, f"{key}-new-3", b"x")
@@ -203,11 +208,88 @@ def test_a_partition_changed_while_the_fetch_waited_for_its_lock_is_not_served_a
     # acked, key a's watermark passes what is done (a cancelled message too), and no further
     assert c.ack(result["got"])["settled"] == len(result["got"])
     pid_b = scalar(conn, "SELECT partition_id FROM queue_partitions WHERE partition_key = 'b'")
-    assert c.offsets() == {pid_a: watermark_a, pid_b: 3}
+    assert {p: o for p, o in c.offsets().items() if p in (pid_a, pid_b)} == {
+        pid_a: watermark_a,
+        pid_b: 3,
+    }
     for key in ("a", "b"):
         publish(conn, TOPIC, key, f"{key}-new-4", b"x")
     # key a's next message comes unless its batch 2..3 is still out (with the other fetch)
     assert _by_key(c.fetch()) == ({"a": [4], "b": [4]} if watermark_a == 3 else {"b": [4]})
+
+
+def _delay_behind(conn, c: Consumer, keys: list[str]) -> None:
+    """A message delayed by an hour on each of ``keys``, which ``c``'s cursors move past: each
+    waits in a delivery-state row of the group, behind its cursor."""
+    for key in keys:
+        publish(conn, TOPIC, key, f"{key}-later", b"x", delay_ms=HOUR_MS)
+    c.tick()
+    assert c.fetch() == []
+    assert rows(conn, "SELECT COUNT(*) AS n FROM queue_delivery_state")[0]["n"] == len(keys)
+
+
+HOUR_MS = 3_600_000
+
+
+def test_a_group_whose_rows_wait_behind_the_cursors_takes_the_common_fetch(conn):
+    """Delayed messages behind the cursors (scheduled jobs, ETA tasks, long retries) are not in
+    the way of the next batches: one statement moves every cursor, as for a group without rows,
+    and each delayed message still comes at its time, first in its partition (G6, G12)."""
+    keys = [f"k{i}" for i in range(6)]
+    c = _settled(conn, keys, 1)
+    _delay_behind(conn, c, keys)
+    for key in keys:
+        for i in range(2):
+            publish(conn, TOPIC, key, f"{key}-new-{i}", b"x")
+    before = _counters(conn)
+    got = c.fetch()
+    after = _counters(conn)
+    assert _by_key(got) == {key: [3, 4] for key in keys}
+    # the loop runs an UPDATE of queue_offsets per partition; the common fetch one insert
+    assert sum(after[k] - before[k] for k in WRITES) == 1
+    assert after["Com_insert_select"] - before["Com_insert_select"] == 1
+    assert c.ack(got)["settled"] == len(got)
+    # their time come, the delayed messages are delivered (by the loop: they are due)
+    later = server_now(conn) + HOUR_MS + 1_000
+    for key in keys:
+        publish(conn, TOPIC, key, f"{key}-new-2", b"x")
+    c.tick(now=later)
+    got = c.fetch(now=later)
+    assert _by_key(got) == {key: [2, 5] for key in keys}
+    assert {m["id"] for m in got if m["offset"] == 2} == {f"{k}-later" for k in keys}
+
+
+def test_a_row_in_flight_keeps_its_partition_to_one_message_with_batch_size_one(conn):
+    """A redelivered message in flight fills a window of one (G6): the next message of its
+    partition waits for it, though the group's other rows leave the common fetch open."""
+    c = _settled(conn, ["a", "b"], 1, batch_size=1)
+    _delay_behind(conn, c, ["b"])
+    publish(conn, TOPIC, "a", "a-2", b"x")
+    (first,) = c.fetch()
+    assert first["id"] == "a-2"
+    assert c.nack([first])["settled"] == 1
+    (again,) = c.fetch()
+    assert (again["id"], again["attempt"]) == ("a-2", 2)
+    publish(conn, TOPIC, "a", "a-3", b"x")
+    publish(conn, TOPIC, "b", "b-3", b"x")
+    # a-2 is in flight again: key a has no room; key b's next message comes
+    assert [m["id"] for m in c.fetch()] == ["b-3"]
+    assert c.ack([again])["settled"] == 1
+    assert [m["id"] for m in c.fetch()] == ["a-3"]
+
+
+def test_a_message_cancelled_past_the_cursor_is_skipped_in_a_group_with_rows(conn):
+    c = _settled(conn, ["a"], 1)
+    _delay_behind(conn, c, ["a"])
+    for i in range(3, 6):
+        publish(conn, TOPIC, "a", f"a-new-{i}", b"x")
+    call(conn, "queue_cancel", TOPIC, "a", "a-new-4", "g")
+    got = c.fetch()
+    assert [m["id"] for m in got] == ["a-new-3", "a-new-5"]
+    # the batch is the two messages delivered: acked, it is settled, and the next one comes
+    assert c.ack(got)["settled"] == 2
+    publish(conn, TOPIC, "a", "a-new-6", b"x")
+    assert [m["id"] for m in c.fetch()] == ["a-new-6"]
 
 
 def test_a_group_with_a_nacked_message_waiting_is_served_in_the_same_order(conn):

@@ -1,4 +1,5 @@
-"""queue_fetch_wait: the long poll waits inside the server and returns as soon as work appears."""
+"""queue_fetch_wait: the long poll waits inside the server and returns as soon as work appears;
+a wait that finds nothing returns queue_fetch's result empty, without running the fetch."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import json
 import threading
 import time
 
-from helpers.support import call
+import pytest
+from helpers.support import call, session_counters
+
+from mysqlq import errors
 
 GROUP, TOPIC, SUB = "g", "t", "s1"
 HOUR_MS = 3_600_000
@@ -73,3 +77,45 @@ def test_wait_gives_up_empty_at_the_deadline(conn) -> None:
     rows = call(conn, "queue_fetch_wait", GROUP, TOPIC, SUB, 10, HOUR_MS, 100, 300, None)
     assert rows == []
     assert time.monotonic() - t0 >= 0.25
+
+
+def _columns_and_statements(conn, procedure: str, *args) -> tuple[list[str], list[tuple], int]:
+    """``procedure``'s result columns and rows, and the statements the server ran for it (its
+    own and those of the routines it ran: the session's Queries counter)."""
+    before = session_counters(conn, ("Queries",))["Queries"]
+    cur = conn.cursor()
+    cur.execute(f"CALL {procedure}({', '.join(['%s'] * len(args))})", args)
+    columns = [d[0] for d in cur.description]
+    got = list(cur.fetchall())
+    while cur.nextset():
+        pass
+    cur.close()
+    return columns, got, session_counters(conn, ("Queries",))["Queries"] - before
+
+
+def test_a_wait_that_finds_nothing_answers_as_an_empty_fetch_without_running_one(conn) -> None:
+    _hold_partition(conn)
+    assert len(call(conn, "queue_fetch_wait", GROUP, TOPIC, SUB, 10, HOUR_MS, 100, 0, None)) == 1
+    # the batch is in flight: neither call has anything to deliver
+    args = (GROUP, TOPIC, SUB, 10, HOUR_MS, 100)
+    fetch_columns, fetched, fetch_statements = _columns_and_statements(
+        conn, "queue_fetch", *args, None
+    )
+    wait_columns, waited, wait_statements = _columns_and_statements(
+        conn, "queue_fetch_wait", *args, 0, None
+    )
+    assert fetched == waited == []
+    # the same result set a client reads: the same columns, in the same order
+    assert wait_columns == fetch_columns
+    # one probe and the empty answer: fewer statements than the fetch alone (which it ran after
+    # its probe before, ten times a second for an idle subscriber)
+    assert wait_statements < fetch_statements, (wait_statements, fetch_statements)
+
+
+@pytest.mark.parametrize("wait_ms", [0, 60_000])
+def test_a_wait_refuses_a_group_not_subscribed_before_it_waits(conn, wait_ms) -> None:
+    call(conn, "queue_subscribe", GROUP, TOPIC, SUB, None, None, None, None)
+    t0 = time.monotonic()
+    with pytest.raises(errors.InvalidArgument, match="MQ011 p_group is not subscribed to p_topic"):
+        call(conn, "queue_fetch_wait", "other", TOPIC, SUB, 10, HOUR_MS, 100, wait_ms, None)
+    assert time.monotonic() - t0 < 30

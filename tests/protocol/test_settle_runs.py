@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from helpers.support import Consumer, call, publish, rows
+from helpers.support import Consumer, call, publish, rows, session_counters
 
 TOPIC = "runs"
 
@@ -168,3 +168,131 @@ def test_an_ack_over_partitions_with_one_stale_run_settles_only_the_current_one(
     # the current delivery of b is still in flight, and acks now
     assert c.ack(got[b])["settled"] == 3
     assert c.offsets()[b] == before[b] + 3
+
+
+HOUR_MS = 3_600_000
+WRITES = ("Com_insert", "Com_insert_select", "Com_update", "Com_update_multi")
+
+
+def behind_a_delayed_message(conn, keys: list[str], n: int = 3) -> tuple[Consumer, dict]:
+    """On each of ``keys``: a message delayed by an hour, then ``n`` messages, fetched (the delayed
+    one waits in a row behind the cursor): {partition_id: the n messages}."""
+    for key in keys:
+        publish(conn, TOPIC, key, f"{key}-later", b"x", delay_ms=HOUR_MS)
+        for i in range(n):
+            publish(conn, TOPIC, key, f"{key}-{i}", b"x")
+    c = Consumer(conn, "g", TOPIC, "s", batch_size=10)
+    c.subscribe()
+    c.tick()
+    got: dict[int, list[dict]] = {}
+    for m in c.fetch():
+        got.setdefault(int(m["partition_id"]), []).append(m)
+    assert sorted(len(ms) for ms in got.values()) == [n] * len(keys)
+    return c, got
+
+
+def test_runs_acked_behind_a_delayed_message_are_written_at_once_as_the_loop_would(conn):
+    """A delayed message behind a cursor (a scheduled job, an ETA task) makes every later ack of
+    its partition an ack out of order: each acked message waits in a row until the delayed one
+    is settled (G8). One statement writes those rows for every partition, where the loop wrote
+    them message by message, and the rows are the loop's: acked, the attempt and the token of
+    the delivery."""
+    c, got = behind_a_delayed_message(conn, ["a", "b"])
+    before = session_counters(conn, WRITES)
+    out = settle(conn, "queue_ack", [run_of(ms) for ms in got.values()], None)
+    after = session_counters(conn, WRITES)
+    assert (out["settled"], out["stale"]) == (6, 0)
+    # two INSERT ... SELECT (the rows, the offsets rows) and no row written one by one
+    assert {k: after[k] - before[k] for k in WRITES} == {
+        "Com_insert": 0,
+        "Com_insert_select": 2,
+        "Com_update": 0,
+        "Com_update_multi": 0,
+    }
+    found = rows(
+        conn,
+        "SELECT partition_id, msg_offset, state, invisible_until, attempts, token, last_error "
+        "FROM queue_delivery_state WHERE group_name = 'g' ORDER BY partition_id, msg_offset",
+    )
+    expected = []
+    for pid, ms in sorted(got.items()):
+        expected.append((pid, 1, 0, None, 0, 0, None))
+        expected += [(pid, m["offset"], 2, 0, 1, m["token"], None) for m in ms]
+    assert [
+        (
+            int(r["partition_id"]),
+            int(r["msg_offset"]),
+            int(r["state"]),
+            None if r["state"] == 0 else int(r["invisible_until"]),
+            int(r["attempts"]),
+            int(r["token"]),
+            r["last_error"],
+        )
+        for r in found
+    ] == expected
+    # the watermarks wait for the delayed messages; the batches are settled: the next comes
+    assert set(c.offsets().values()) == {0}
+    for key in ("a", "b"):
+        publish(conn, TOPIC, key, f"{key}-next", b"x")
+    assert sorted(m["id"] for m in c.fetch()) == ["a-next", "b-next"]
+
+
+def test_an_ack_of_runs_in_order_and_out_of_order_moves_and_writes_each_as_alone(conn):
+    c, got = behind_a_delayed_message(conn, ["a"])
+    (b_pid,) = got
+    for i in range(3):
+        publish(conn, TOPIC, "plain", f"plain-{i}", b"x")
+    c.tick()
+    plain = c.fetch()
+    a_pid = int(plain[0]["partition_id"])
+    out = settle(conn, "queue_ack", [run_of(got[b_pid]), run_of(plain)], None)
+    assert (out["settled"], out["stale"]) == (6, 0)
+    assert c.offsets() == {b_pid: 0, a_pid: 3}
+    states = rows(conn, "SELECT partition_id, msg_offset, state FROM queue_delivery_state")
+    found = sorted((int(r["partition_id"]), int(r["msg_offset"]), int(r["state"])) for r in states)
+    assert found == [
+        (b_pid, 1, 0),
+        (b_pid, 2, 2),
+        (b_pid, 3, 2),
+        (b_pid, 4, 2),
+    ]
+    # the delayed message come and acked, the watermark passes every row, and they are gone
+    later = rows(conn, "SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS t")[0]["t"]
+    later = int(later) + HOUR_MS + 1_000
+    c.tick(now=later)
+    (due,) = c.fetch(now=later)
+    assert due["id"] == "a-later"
+    assert c.ack([due], now=later)["settled"] == 1
+    assert c.offsets()[b_pid] == 4
+    assert rows(conn, "SELECT COUNT(*) AS n FROM queue_delivery_state")[0]["n"] == 0
+
+
+def test_a_run_behind_a_delayed_message_over_a_nacked_one_settles_each_as_alone(conn):
+    # a message of the batch was nacked (it left the batch: its row waits): acking the whole run
+    # acks the others and counts it stale (G4, G7), as the loop does
+    c, got = behind_a_delayed_message(conn, ["a"])
+    ((pid, ms),) = got.items()
+    assert c.nack([ms[1]], delay_ms=HOUR_MS)["settled"] == 1
+    out = settle(conn, "queue_ack", [run_of(ms)], None)
+    assert (out["settled"], out["stale"]) == (2, 1)
+    states = rows(conn, "SELECT msg_offset, state FROM queue_delivery_state ORDER BY msg_offset")
+    assert [(int(r["msg_offset"]), int(r["state"])) for r in states] == [
+        (1, 0),
+        (ms[0]["offset"], 2),
+        (ms[1]["offset"], 0),
+        (ms[2]["offset"], 2),
+    ]
+    assert c.offsets() == {pid: 0}
+
+
+def test_an_in_order_run_up_to_a_message_acked_before_it_moves_the_watermark_past_both(conn):
+    # offset 4 acked first waits in a row (out of order); the run 1..3 then moves the watermark
+    # past 4 too, and its row goes (G8), whatever path each ack took
+    c, got = batch(conn, 4)
+    pid, token = got[0]["partition_id"], got[0]["token"]
+    assert settle(conn, "queue_ack", [[pid, 4, token]], None)["settled"] == 1
+    assert state(conn) == (0, {4: 2})
+    assert settle(conn, "queue_ack", [[pid, 1, 3, token]], None)["settled"] == 3
+    assert state(conn) == (4, {})
+    publish(conn, TOPIC, "k", "m4", b"x")
+    assert [m["offset"] for m in c.fetch()] == [5]
