@@ -27,6 +27,7 @@ from helpers.support import (
 )
 
 TOPIC = "common"
+HOUR_MS = 3_600_000
 
 
 def _waits_for_offsets_row(conn) -> bool:
@@ -226,9 +227,6 @@ def _delay_behind(conn, c: Consumer, keys: list[str]) -> None:
     c.tick()
     assert c.fetch() == []
     assert rows(conn, "SELECT COUNT(*) AS n FROM queue_delivery_state")[0]["n"] == len(keys)
-
-
-HOUR_MS = 3_600_000
 
 
 def test_a_group_whose_rows_wait_behind_the_cursors_takes_the_common_fetch(conn):

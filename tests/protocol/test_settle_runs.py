@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from helpers.support import Consumer, call, publish, rows, session_counters
+from helpers.support import Consumer, call, publish, rows, server_now, session_counters
 
 TOPIC = "runs"
 
@@ -257,8 +257,7 @@ def test_an_ack_of_runs_in_order_and_out_of_order_moves_and_writes_each_as_alone
         (b_pid, 4, 2),
     ]
     # the delayed message come and acked, the watermark passes every row, and they are gone
-    later = rows(conn, "SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS t")[0]["t"]
-    later = int(later) + HOUR_MS + 1_000
+    later = server_now(conn) + HOUR_MS + 1_000
     c.tick(now=later)
     (due,) = c.fetch(now=later)
     assert due["id"] == "a-later"
