@@ -719,6 +719,31 @@ IF v_own_transaction = 1 THEN
     END IF
 {%- endmacro %}
 
+{#- The group's (v_group's) partitions with a delivery-state row due at v_now (waiting or in flight,
+    its time passed: a nacked or delayed message whose time came, an expired redelivery), each
+    once, as a derived table read by queue_delivery_state_due: only those rows, not the delayed
+    ones. in_flight=True: also those with a row in flight whatever its time (queue_fetch's window
+    counts it). -#}
+{% macro partitions_with_rows_due(in_flight=False) -%}
+(
+    SELECT DISTINCT s.partition_id
+    FROM queue_delivery_state AS s
+    WHERE
+        s.group_name = v_group
+{%- if in_flight %}
+        AND (
+            s.state = {{ STATE_IN_FLIGHT }}
+            OR (s.state = {{ STATE_WAITING }} AND s.invisible_until <= v_now)
+        )
+{%- else %}
+        AND s.state IN ({{ STATE_WAITING }}, {{ STATE_IN_FLIGHT }}) AND s.invisible_until <= v_now
+{%- endif %}
+    -- (read once: without a LIMIT, MariaDB may split it by the join's partition and read each
+    -- partition's rows by primary key, every delayed one)
+    LIMIT 1000000000  -- noqa: AM09
+)
+{%- endmacro %}
+
 {#- The partitions the caller (v_group, v_topic, v_subscriber) holds at v_now that may have
     something to deliver: FROM and WHERE of the query, with the lease as l and the offsets as o.
     Shared by queue_fetch (which delivers) and queue_fetch_wait (which waits for one). -#}
@@ -731,16 +756,7 @@ FROM queue_partition_leases AS l
         -- whose time came, an expired redelivery), read once by queue_delivery_state_due: only
         -- the due rows. (As a subquery per lease, both optimizers read every row of the
         -- partition, or MariaDB every row of every group: each probe read every delayed message)
-        LEFT JOIN (
-            SELECT DISTINCT s.partition_id
-            FROM queue_delivery_state AS s
-            WHERE
-                s.group_name = v_group AND s.state IN ({{ STATE_WAITING }}, {{ STATE_IN_FLIGHT }})
-                AND s.invisible_until <= v_now
-            -- (read once: without a LIMIT, MariaDB may split it by the join's partition and read
-            -- each partition's rows by primary key, every delayed one)
-            LIMIT 1000000000  -- noqa: AM09
-        ) AS d ON l.partition_id = d.partition_id
+        LEFT JOIN {{ partitions_with_rows_due() | indent(8) }} AS d ON l.partition_id = d.partition_id
         {% if head %}
         -- a keyed partition's next new message, for its priority (a point read by primary key;
         -- a partition the group never read: its first message kept)

@@ -28,6 +28,20 @@ JSON_ARRAY(v_pid, v_lo, {{ hi }}, v_token, {{ attempt }}, {{ m.FETCH_KIND_CURSOR
                 LIMIT 1000000000  -- noqa: AM09
             ) AS e
 {%- endmacro %}
+{#- FROM the offsets of the common fetch's new ranges (v_out), one row each: the entry e (e_pid,
+    e_lo, e_hi) and seq, the offset being e.e_lo + seq.seq_n - 1 (the start of a STRAIGHT_JOIN:
+    each offset then read by primary key). -#}
+{% macro from_new_range_offsets() -%}
+FROM
+    JSON_TABLE(v_out, '$[*]' COLUMNS (
+        e_pid BIGINT PATH '$[0]',
+        e_lo BIGINT PATH '$[1]',
+        e_hi BIGINT PATH '$[2]'
+    )) AS e
+INNER JOIN JSON_TABLE(
+    {{ m.sequence_rows('v_span') }}
+) AS seq ON seq.seq_n <= e.e_hi - e.e_lo + 1
+{%- endmacro %}
 {#- A redriven copy meant for another group, which this group skips. -#}
 {% macro for_another_group() %}
 msg.target_group IS NOT NULL AND msg.target_group <> v_group
@@ -257,15 +271,7 @@ BEGIN  -- noqa: LT02
             -- optimizers chose, both read each partition by its id alone, every message it
             -- keeps until GC, at every fetch: STRAIGHT_JOIN keeps the FROM order)
             SELECT STRAIGHT_JOIN COUNT(*) INTO v_rows
-            FROM
-                JSON_TABLE(v_out, '$[*]' COLUMNS (
-                    e_pid BIGINT PATH '$[0]',
-                    e_lo BIGINT PATH '$[1]',
-                    e_hi BIGINT PATH '$[2]'
-                )) AS e
-            INNER JOIN JSON_TABLE(
-                {{ m.sequence_rows('v_span') }}
-            ) AS seq ON seq.seq_n <= e.e_hi - e.e_lo + 1
+            {{ from_new_range_offsets() | indent(12) }}
             INNER JOIN queue_messages AS msg
                 ON e.e_pid = msg.partition_id AND e.e_lo + seq.seq_n - 1 = msg.msg_offset
             WHERE msg.deliver_at > v_now OR ({{ for_another_group() }});
@@ -298,28 +304,11 @@ BEGIN  -- noqa: LT02
                     (
                         SELECT COUNT(*)
                         FROM {{ served_by_partition() }}
-                        INNER JOIN (
-                            SELECT DISTINCT s.partition_id
-                            FROM queue_delivery_state AS s
-                            WHERE
-                                s.group_name = v_group
-                                AND (
-                                    s.state = {{ m.STATE_IN_FLIGHT }}
-                                    OR (s.state = {{ m.STATE_WAITING }} AND s.invisible_until <= v_now)
-                                )
-                            LIMIT 1000000000  -- noqa: AM09
-                        ) AS busy ON e.e_pid = busy.partition_id
+                        INNER JOIN {{ m.partitions_with_rows_due(in_flight=True) | indent(24) }} AS busy
+                            ON e.e_pid = busy.partition_id
                     ) + (
                         SELECT STRAIGHT_JOIN COUNT(*)
-                        FROM
-                            JSON_TABLE(v_out, '$[*]' COLUMNS (
-                                e_pid BIGINT PATH '$[0]',
-                                e_lo BIGINT PATH '$[1]',
-                                e_hi BIGINT PATH '$[2]'
-                            )) AS e
-                        INNER JOIN JSON_TABLE(
-                            {{ m.sequence_rows('v_span') }}
-                        ) AS seq ON seq.seq_n <= e.e_hi - e.e_lo + 1
+                        {{ from_new_range_offsets() | indent(24) }}
                         INNER JOIN queue_delivery_state AS s
                             ON
                                 s.group_name = v_group AND e.e_pid = s.partition_id

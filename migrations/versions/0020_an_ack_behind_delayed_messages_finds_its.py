@@ -14,7 +14,7 @@ revision = "0020"
 down_revision = "0019"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "8e083bef2786eb0ce3b215f78a659ff21e644a07a3e96e3d67682273b2e8a5c8"
+snapshot_sha256 = "8a0b952ed70bf477124c1eca0e72a300bff6a4558c7b273c429a585aafd4effb"
 
 
 def upgrade() -> None:
