@@ -77,3 +77,32 @@ def test_a_long_poll_a_fetch_and_an_ack_read_no_more_for_the_delayed_messages_ke
     assert many[2] - few[2] < 50, (few, many)
     # the delayed messages still wait: nothing is due
     assert c.fetch() == []
+
+
+def test_an_ack_behind_many_delayed_messages_reads_by_primary_key(conn):
+    """With 5,120 delayed messages waiting in rows behind the cursors of 64 partitions (published
+    in one call: one due time), an ack of one message reads a few dozen rows, not the group's rows
+    or its offsets rows. The check for rows of the partitions named goes by primary key: MySQL
+    9.7, its statistics stale after the burst, searched queue_delivery_state_due by the group
+    alone and read the rows of every partition before the one acked (2,522 for the middle one,
+    5,101 for the last). The check for a row in the way finds each offsets row from its run:
+    MariaDB read every offsets row of the group (105 rows in all)."""
+    keys = [f"k{i:02d}" for i in range(64)]
+    elements = [{"key": k, "payload": "x", "delay_ms": HOUR_MS} for k in keys for _ in range(80)]
+    call(conn, "queue_publish_batch", TOPIC, json.dumps(elements))
+    c = Consumer(conn, "g", TOPIC, "s", batch_size=100)
+    c.subscribe()
+    c.tick()
+    assert c.fetch(max_messages=10000) == []
+    assert rows(conn, "SELECT COUNT(*) AS n FROM queue_delivery_state")[0]["n"] == 5120
+    for key in (keys[-1], keys[0], keys[31]):
+        publish(conn, TOPIC, key, f"{key}-now", b"x")
+        (m,) = c.fetch()
+        before = _reads(conn)
+        out = c.ack([m])
+        read = _reads(conn) - before
+        assert (out["settled"], out["stale"]) == (1, 0)
+        assert read <= 80, f"an ack of {key}'s message read {read} rows"
+    # acked out of order (the delayed messages come first): each waits in a row, acked
+    acked = rows(conn, "SELECT COUNT(*) AS n FROM queue_delivery_state WHERE state = 2")
+    assert acked[0]["n"] == 3

@@ -295,35 +295,3 @@ def test_an_in_order_run_up_to_a_message_acked_before_it_moves_the_watermark_pas
     assert state(conn) == (4, {})
     publish(conn, TOPIC, "k", "m4", b"x")
     assert [m["offset"] for m in c.fetch()] == [5]
-
-
-READS = ("Handler_read_next", "Handler_read_rnd_next")
-
-
-def test_an_ack_behind_many_delayed_messages_reads_by_primary_key(conn):
-    """With 5,120 delayed messages waiting in rows behind the cursors of 64 partitions, an ack of
-    one message reads a few dozen rows, not the group's rows or its offsets rows: the check for
-    rows of the partitions named goes by primary key (MySQL 9.7 searched
-    queue_delivery_state_due by the group alone, and read about 700 rows here), and the check
-    for a row in the way finds each offsets row from its run (MariaDB read every offsets row of
-    the group)."""
-    keys = [f"k{i:02d}" for i in range(64)]
-    elements = [{"key": k, "payload": "x", "delay_ms": HOUR_MS} for k in keys for _ in range(80)]
-    call(conn, "queue_publish_batch", TOPIC, json.dumps(elements))
-    c = Consumer(conn, "g", TOPIC, "s", batch_size=100)
-    c.subscribe()
-    c.tick()
-    assert c.fetch(max_messages=10000) == []
-    assert rows(conn, "SELECT COUNT(*) AS n FROM queue_delivery_state")[0]["n"] == 5120
-    for key in (keys[-1], keys[0], keys[31]):
-        publish(conn, TOPIC, key, f"{key}-now", b"x")
-        (m,) = c.fetch()
-        before = session_counters(conn, READS)
-        out = settle(conn, "queue_ack", [[m["partition_id"], m["offset"], m["token"]]], None)
-        after = session_counters(conn, READS)
-        assert (out["settled"], out["stale"]) == (1, 0)
-        read = sum(after[k] - before[k] for k in READS)
-        assert read <= 80, f"an ack of {key}'s message read {read} rows"
-    # acked out of order (the delayed messages come first): each waits in a row, acked
-    acked = rows(conn, "SELECT COUNT(*) AS n FROM queue_delivery_state WHERE state = 2")
-    assert acked[0]["n"] == 3
