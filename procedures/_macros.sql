@@ -880,6 +880,56 @@ CREATE TEMPORARY TABLE queue__publish_parts (
     ) ENGINE = InnoDB
 {%- endmacro %}
 
+{#- Lock the sequence row of every partition in queue__publish_parts until the caller commits (G3),
+    filling in partition_id and base_offset. In our own READ COMMITTED transaction one UPDATE locks
+    every existing row in key order (the session table's primary key drives the join; no gap is
+    locked) and moves it past the rows it gets (v_moved: how many), and a second reads each base
+    offset back from the rows we now hold; queue__lock_partitions takes what is left (partitions
+    still missing, the caller's transaction, a topic with a dedup window, whose appends move
+    their sequences themselves). Needs v_topic, v_now, v_own_transaction, v_dedup_window and
+    v_parts (the table's rows). After it, each sequence not moved yet is moved by
+    move_sequences, and an insert that failed puts the moved ones back (unmove_sequences). -#}
+{% macro lock_partitions() -%}
+IF v_own_transaction = 1 AND v_dedup_window IS NULL THEN
+        UPDATE queue__publish_parts AS k
+        STRAIGHT_JOIN queue_partitions AS p
+            ON p.topic = v_topic AND k.part_key = p.partition_key AND k.slot = p.slot
+        SET p.last_offset = p.last_offset + k.row_count;
+        SET v_moved = ROW_COUNT();
+        IF v_moved > 0 THEN
+            UPDATE queue__publish_parts AS k
+            STRAIGHT_JOIN queue_partitions AS p
+                ON p.topic = v_topic AND k.part_key = p.partition_key AND k.slot = p.slot
+            SET
+                k.partition_id = p.partition_id,
+                k.base_offset = p.last_offset - k.row_count;
+        END IF;
+    END IF;
+    IF v_moved < v_parts THEN
+        CALL queue__lock_partitions(v_topic, v_now, v_own_transaction);
+    END IF
+{%- endmacro %}
+
+{#- After lock_partitions and a one-pass insert of the rows: each sequence past its rows
+    (primary-key writes on rows we hold), unless lock_partitions moved every one. -#}
+{% macro move_sequences() -%}
+IF v_moved < v_parts THEN
+        UPDATE queue__publish_parts AS k
+        STRAIGHT_JOIN queue_partitions AS p ON k.partition_id = p.partition_id
+        SET p.last_offset = k.base_offset + k.row_count;
+    END IF
+{%- endmacro %}
+
+{#- After lock_partitions, before a careful path that appends row by row (queue__append moves each
+    sequence from where it is): the sequences lock_partitions moved go back to their base. -#}
+{% macro unmove_sequences() -%}
+IF v_moved > 0 THEN
+        UPDATE queue__publish_parts AS k
+        STRAIGHT_JOIN queue_partitions AS p ON k.partition_id = p.partition_id
+        SET p.last_offset = k.base_offset;
+    END IF
+{%- endmacro %}
+
 {#- The careful path of a batch with a repeated id: the rows of session table `table` (columns
     idx, msg_key, msg_id, payload, metadata, delay_ms, kind, content_type, priority), in idx
     order, each appended or found by queue__append (which moves each sequence itself). Needs
@@ -928,9 +978,10 @@ BEGIN
 {#- Number the rows of session table `table` (columns idx and part_rank) whose partition the caller
     did not (or not rightly) rank: in idx order within each partition (`part_key`, `slot`:
     expressions over alias r). The other partitions keep the caller's ranks. Through a second
-    session table: MySQL cannot open a TEMPORARY table twice in one statement. -#}
-{% macro number_unranked(table, part_key, slot) -%}
-IF EXISTS (SELECT 1 FROM queue__publish_parts AS k WHERE k.ranked = 0) THEN
+    session table: MySQL cannot open a TEMPORARY table twice in one statement. `unranked`: the
+    caller's own test that some partition is unranked (else queue__publish_parts is read). -#}
+{% macro number_unranked(table, part_key, slot, unranked=None) -%}
+IF {% if unranked %}{{ unranked }}{% else %}EXISTS (SELECT 1 FROM queue__publish_parts AS k WHERE k.ranked = 0){% endif %} THEN
         DROP TEMPORARY TABLE IF EXISTS queue__publish_ranks;
         CREATE TEMPORARY TABLE queue__publish_ranks (
             idx INT NOT NULL,

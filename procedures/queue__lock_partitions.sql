@@ -1,6 +1,6 @@
 {% import '_macros.sql' as m %}
--- Locks the sequence row of every partition in the session table queue__publish_parts (creating
--- the missing ones) until the caller commits (G3), and fills in their partition_id and base_offset.
+-- Locks the sequence row of every partition in the session table queue__publish_parts that has no
+-- partition_id yet (creating the missing ones) until the caller commits (G3), filling it and base_offset in.
 CREATE PROCEDURE queue__lock_partitions(
     IN p_topic {{ m.name_local() }},
     IN p_now BIGINT,
@@ -34,6 +34,7 @@ BEGIN  -- noqa: LT02
         FROM queue__publish_parts AS k
         STRAIGHT_JOIN queue_partitions AS p
             ON p.topic = p_topic AND k.part_key = p.partition_key AND k.slot = p.slot
+        WHERE k.partition_id IS NULL
         FOR UPDATE;
         IF v_locked > 0 THEN
             UPDATE queue__publish_parts AS k
@@ -41,7 +42,8 @@ BEGIN  -- noqa: LT02
                 ON p.topic = p_topic AND k.part_key = p.partition_key AND k.slot = p.slot
             SET
                 k.partition_id = p.partition_id,
-                k.base_offset = p.last_offset;
+                k.base_offset = p.last_offset
+            WHERE k.partition_id IS NULL;
         END IF;
     END IF;
 

@@ -21,6 +21,8 @@ BEGIN  -- noqa: LT02
     DECLARE v_bases {{ m.text('LONGTEXT') }};
     DECLARE v_pid BIGINT;
     DECLARE v_conflict INT DEFAULT 0;
+    DECLARE v_parts INT DEFAULT 0;
+    DECLARE v_moved INT DEFAULT 0;
     DECLARE v_offset BIGINT;
     DECLARE v_duplicate TINYINT;
     DECLARE v_own_transaction INT DEFAULT 0;
@@ -115,9 +117,11 @@ BEGIN  -- noqa: LT02
     FROM queue__publish_offsets AS o
     WHERE o.part_key IS NOT NULL
     GROUP BY o.part_key, o.slot;
+    SET v_parts = ROW_COUNT();
 
-    -- the sequence rows, locked until the caller commits (G3)
-    CALL queue__lock_partitions(v_topic, v_now, v_own_transaction);
+    -- the sequence rows, locked until the caller commits (G3); in our own transaction the
+    -- existing ones also moved past the elements they get
+    {{ m.lock_partitions() }};
 
     -- elements the caller did not (or not rightly) rank: all numbered here, in input order
     {{ m.number_unranked('queue__publish_offsets', 'r.part_key', 'r.slot') }};
@@ -226,16 +230,15 @@ BEGIN  -- noqa: LT02
         IF v_conflict = 2 THEN
             {{ dedup.append_recorded('queue__publish_elements') }};
         ELSE
+            {{ m.unmove_sequences() }};
             {{ m.append_one_by_one('queue__publish_elements') }};
         END IF;
         DROP TEMPORARY TABLE queue__publish_elements;
     END IF;
 
     IF v_conflict = 0 THEN
-        -- move each sequence past the rows written: primary-key writes on rows we hold
-        UPDATE queue__publish_parts AS k
-        STRAIGHT_JOIN queue_partitions AS p ON k.partition_id = p.partition_id
-        SET p.last_offset = k.base_offset + k.row_count;
+        -- move each sequence past the rows written
+        {{ m.move_sequences() }};
 
         {{ m.commit_if_own_transaction() }};
         -- (a partition created here changed LAST_INSERT_ID(): the caller's is put back)

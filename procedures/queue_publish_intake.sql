@@ -13,6 +13,10 @@ BEGIN  -- noqa: LT02
     DECLARE v_topic {{ m.name_local() }};
     DECLARE v_partitions INT;
     DECLARE v_rows INT DEFAULT 0;
+    DECLARE v_parts INT DEFAULT 0;
+    DECLARE v_moved INT DEFAULT 0;
+    DECLARE v_ranked TINYINT DEFAULT 0;
+    DECLARE v_ranges TINYINT DEFAULT 0;
     DECLARE v_new_parts INT DEFAULT 0;
     DECLARE v_error {{ m.text('VARCHAR(255)') }} DEFAULT NULL;
     DECLARE v_error_idx INT DEFAULT NULL;
@@ -121,10 +125,14 @@ BEGIN  -- noqa: LT02
             );
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_error;
         END IF;
+        -- (and whether every partition was ranked by the caller, and answered with one range)
         SELECT
             SUM(k.row_count),
-            MIN(k.first_bad)
-        INTO v_rows, v_error_idx
+            MIN(k.first_bad),
+            COUNT(*),
+            MIN(k.ranked),
+            MIN({{ m.intake_range('k') }})
+        INTO v_rows, v_error_idx, v_parts, v_ranked, v_ranges
         FROM queue__publish_parts AS k;
         IF v_rows > 100000 THEN
             {{ m.fail(m.E_MESSAGES, 'queue__intake must hold at most 100000 messages') }};
@@ -137,11 +145,12 @@ BEGIN  -- noqa: LT02
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_error;
         END IF;
 
-        -- the sequence rows, locked until the caller commits (G3)
-        CALL queue__lock_partitions(v_topic, v_now, v_own_transaction);
+        -- the sequence rows, locked until the caller commits (G3); in our own transaction the
+        -- existing ones also moved past the rows they get
+        {{ m.lock_partitions() }};
 
         -- rows the caller did not (or not rightly) rank: all numbered here, in idx order
-        {{ m.number_unranked('queue__intake', "COALESCE(r.msg_key, '')", m.intake_slot('r')) }};
+        {{ m.number_unranked('queue__intake', "COALESCE(r.msg_key, '')", m.intake_slot('r'), 'v_ranked = 0') }};
 
         -- one statement writes every row. An id the log holds already, or that the call repeats in
         -- one partition, fails it (1062, G1; the statement's rows are undone) and takes the careful path.
@@ -180,23 +189,18 @@ BEGIN  -- noqa: LT02
             {{ dedup.append_recorded('queue__intake') }};
         ELSEIF v_conflict = 1 THEN
             -- a repeated id: row by row in idx order, each appended or found (queue__append moves
-            -- each sequence itself)
+            -- each sequence itself, from where it was before this call)
+            {{ m.unmove_sequences() }};
             {{ m.append_one_by_one('queue__intake') }};
         ELSE
-            -- move each sequence past the rows written: primary-key writes on rows we hold
-            UPDATE queue__publish_parts AS k
-            STRAIGHT_JOIN queue_partitions AS p ON k.partition_id = p.partition_id
-            SET p.last_offset = k.base_offset + k.row_count;
+            {{ m.move_sequences() }};
         END IF;
 
         {{ m.commit_if_own_transaction() }};
         -- (a partition created here changed LAST_INSERT_ID(): the caller's is put back)
         SET v_caller_id = LAST_INSERT_ID(v_caller_id);
 
-        IF v_conflict = 0 AND NOT EXISTS (
-            SELECT 1 FROM queue__publish_parts AS k
-            WHERE NOT ({{ m.intake_range('k') }})
-        ) THEN
+        IF v_conflict = 0 AND v_ranges = 1 THEN
             -- every row keyed and ranked by the caller: one range per key (offset = base + rank)
             SELECT
                 NULL AS idx,

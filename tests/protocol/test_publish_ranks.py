@@ -95,6 +95,32 @@ def test_ranks_that_do_not_number_a_partition_still_give_gap_free_offsets(conn, 
     assert batch(conn, elements([("m9", "k")]))[0]["offset"] == 4
 
 
+@pytest.mark.parametrize("path", ["json", "intake"])
+def test_a_batch_over_partitions_that_exist_and_partitions_it_creates(dsn, conn, path):
+    """In its own transaction a batch moves the sequences of the partitions that exist as it locks
+    them, and creates the others after: each gets its offsets from where it was, and the next
+    batch follows on."""
+    client = mysqlq.connect(dsn)
+
+    def publish(ids_and_keys):
+        if path == "json":
+            return [(r["offset"], r["duplicate"]) for r in batch(conn, elements(ids_and_keys))]
+        sent = [{"key": k, "id": i, "payload": f"p-{i}"} for i, k in ids_and_keys]
+        return [(r.offset, int(r.duplicate)) for r in client.publish_batch(TOPIC, sent)]
+
+    assert publish([("b1", "b"), ("b2", "b"), ("d1", "d")]) == [(1, 0), (2, 0), (1, 0)]
+    # a and c are new; b and d exist (c sorts between them)
+    got = publish([("a1", "a"), ("b3", "b"), ("c1", "c"), ("b4", "b"), ("d2", "d"), ("a2", "a")])
+    assert got == [(1, 0), (3, 0), (1, 0), (4, 0), (2, 0), (2, 0)]
+    assert_gap_free(conn)
+    assert {
+        r["partition_key"]: r["last_offset"]
+        for r in rows(conn, "SELECT partition_key, last_offset FROM queue_partitions")
+    } == {"a": 2, "b": 4, "c": 1, "d": 2}
+    assert publish([("b5", "b"), ("c2", "c"), ("b3", "b")]) == [(5, 0), (2, 0), (3, 1)]
+    assert_gap_free(conn)
+
+
 def test_duplicates_in_a_ranked_batch_and_against_the_log(dsn, conn):
     """G1 on the fast path: the unique key catches them, the careful path reports them."""
     client = mysqlq.connect(dsn)
