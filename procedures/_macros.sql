@@ -882,31 +882,33 @@ CREATE TEMPORARY TABLE queue__publish_parts (
 
 {#- Lock the sequence row of every partition in queue__publish_parts until the caller commits (G3),
     filling in partition_id and base_offset. In our own READ COMMITTED transaction one UPDATE locks
-    every existing row in key order (the session table's primary key drives the join; no gap is
-    locked) and moves it past the rows it gets (v_moved: how many), and a second reads each base
-    offset back from the rows we now hold; queue__lock_partitions takes what is left (partitions
-    still missing, the caller's transaction, a topic with a dedup window, whose appends move
-    their sequences themselves). Needs v_topic, v_now, v_own_transaction, v_dedup_window and
-    v_parts (the table's rows). After it, each sequence not moved yet is moved by
-    move_sequences, and an insert that failed puts the moved ones back (unmove_sequences). -#}
+    every row that exists, in key order (the session table's primary key drives the join; no gap
+    is locked), moves it past the rows it gets and marks the session row with its partition_id
+    (two assignments that read nothing the other writes); a second reads each marked row's base
+    back by primary key from the row we now hold (v_moved: how many). A partition created by
+    another publisher after the first UPDATE read its key stays unmarked: queue__lock_partitions
+    takes what is left, one by one, as it takes every partition in the caller's transaction and
+    for a topic with a dedup window (whose appends move their sequences themselves). Needs
+    v_topic, v_now, v_own_transaction, v_dedup_window and v_parts (the table's rows). After it,
+    each sequence not moved yet is moved by move_sequences, and an insert that failed puts the
+    moved ones back (unmove_sequences). -#}
 {% macro lock_partitions() -%}
 IF v_own_transaction = 1 AND v_dedup_window IS NULL THEN
         UPDATE queue__publish_parts AS k
         STRAIGHT_JOIN queue_partitions AS p
             ON p.topic = v_topic AND k.part_key = p.partition_key AND k.slot = p.slot
-        SET p.last_offset = p.last_offset + k.row_count;
-        SET v_moved = ROW_COUNT();
-        IF v_moved > 0 THEN
+        SET
+            k.partition_id = p.partition_id,
+            p.last_offset = p.last_offset + k.row_count;
+        IF ROW_COUNT() > 0 THEN
             UPDATE queue__publish_parts AS k
-            STRAIGHT_JOIN queue_partitions AS p
-                ON p.topic = v_topic AND k.part_key = p.partition_key AND k.slot = p.slot
-            SET
-                k.partition_id = p.partition_id,
-                k.base_offset = p.last_offset - k.row_count;
+            STRAIGHT_JOIN queue_partitions AS p ON k.partition_id = p.partition_id
+            SET k.base_offset = p.last_offset - k.row_count;
+            SET v_moved = ROW_COUNT();
         END IF;
     END IF;
     IF v_moved < v_parts THEN
-        CALL queue__lock_partitions(v_topic, v_now, v_own_transaction);
+        CALL queue__lock_partitions(v_topic, v_now);
     END IF
 {%- endmacro %}
 

@@ -1,16 +1,14 @@
 {% import '_macros.sql' as m %}
--- Locks the sequence row of every partition in the session table queue__publish_parts that has no
--- partition_id yet (creating the missing ones) until the caller commits (G3), filling it and base_offset in.
+-- Locks, one by one, the sequence row of every partition in session table queue__publish_parts that
+-- has no partition_id yet (creating missing ones) until the caller commits (G3); fills in id and base.
 CREATE PROCEDURE queue__lock_partitions(
     IN p_topic {{ m.name_local() }},
-    IN p_now BIGINT,
-    IN p_own_transaction INT
+    IN p_now BIGINT
 )
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN  -- noqa: LT02
-    DECLARE v_locked INT DEFAULT 0;  -- noqa: PRS,LT02
-    DECLARE v_pid BIGINT;
+    DECLARE v_pid BIGINT;  -- noqa: PRS,LT02
     DECLARE v_last BIGINT;
     DECLARE v_done INT DEFAULT 0;
     DECLARE v_key {{ m.name_local() }};
@@ -27,31 +25,12 @@ BEGIN  -- noqa: LT02
         ORDER BY k.part_key, k.slot;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
 
-    -- our own READ COMMITTED transaction: one locking read takes every existing row, in key order
-    -- (the session table's primary key drives the join); it locks no gaps
-    IF p_own_transaction = 1 THEN
-        SELECT COUNT(*) INTO v_locked
-        FROM queue__publish_parts AS k
-        STRAIGHT_JOIN queue_partitions AS p
-            ON p.topic = p_topic AND k.part_key = p.partition_key AND k.slot = p.slot
-        WHERE k.partition_id IS NULL
-        FOR UPDATE;
-        IF v_locked > 0 THEN
-            UPDATE queue__publish_parts AS k
-            STRAIGHT_JOIN queue_partitions AS p
-                ON p.topic = p_topic AND k.part_key = p.partition_key AND k.slot = p.slot
-            SET
-                k.partition_id = p.partition_id,
-                k.base_offset = p.last_offset
-            WHERE k.partition_id IS NULL;
-        END IF;
-    END IF;
-
-    -- the rest one by one (the cursor reads only the partitions still without an id): missing
-    -- partitions, or the caller's transaction, where (under REPEATABLE READ) a locking read of a
-    -- missing key would lock the gap and block publishers creating other partitions, so a row is
-    -- locked only once a plain read found it. (No COUNT(*) of the session table to skip it:
-    -- MySQL counts a whole InnoDB table slowly, ~20 ms for 64 rows here)
+    -- one by one (the cursor reads only the partitions still without an id): those missing when
+    -- the publish's own UPDATE locked the others (m.lock_partitions), a topic with a dedup window,
+    -- and the caller's transaction, where (under REPEATABLE READ) a locking read of a missing key
+    -- would lock the gap and block publishers creating other partitions, so a row is locked only
+    -- once a plain read found it. A row is read for its base only once it is locked. (No COUNT(*)
+    -- of the session table to skip this: MySQL counts a whole InnoDB table slowly, ~20 ms for 64 rows)
     BEGIN
         OPEN c_parts;
         part_loop: LOOP

@@ -6,13 +6,11 @@
 -- mysqlq:object procedure queue__lock_partitions
 CREATE PROCEDURE queue__lock_partitions(
     IN p_topic VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    IN p_now BIGINT,
-    IN p_own_transaction INT
+    IN p_now BIGINT
 )
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_locked INT DEFAULT 0;
     DECLARE v_pid BIGINT;
     DECLARE v_last BIGINT;
     DECLARE v_done INT DEFAULT 0;
@@ -28,24 +26,6 @@ BEGIN
         WHERE k.partition_id IS NULL
         ORDER BY k.part_key, k.slot;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-
-    IF p_own_transaction = 1 THEN
-        SELECT COUNT(*) INTO v_locked
-        FROM queue__publish_parts AS k
-        STRAIGHT_JOIN queue_partitions AS p
-            ON p.topic = p_topic AND k.part_key = p.partition_key AND k.slot = p.slot
-        WHERE k.partition_id IS NULL
-        FOR UPDATE;
-        IF v_locked > 0 THEN
-            UPDATE queue__publish_parts AS k
-            STRAIGHT_JOIN queue_partitions AS p
-                ON p.topic = p_topic AND k.part_key = p.partition_key AND k.slot = p.slot
-            SET
-                k.partition_id = p.partition_id,
-                k.base_offset = p.last_offset
-            WHERE k.partition_id IS NULL;
-        END IF;
-    END IF;
 
     BEGIN
         OPEN c_parts;
@@ -249,19 +229,18 @@ BEGIN
         UPDATE queue__publish_parts AS k
         STRAIGHT_JOIN queue_partitions AS p
             ON p.topic = v_topic AND k.part_key = p.partition_key AND k.slot = p.slot
-        SET p.last_offset = p.last_offset + k.row_count;
-        SET v_moved = ROW_COUNT();
-        IF v_moved > 0 THEN
+        SET
+            k.partition_id = p.partition_id,
+            p.last_offset = p.last_offset + k.row_count;
+        IF ROW_COUNT() > 0 THEN
             UPDATE queue__publish_parts AS k
-            STRAIGHT_JOIN queue_partitions AS p
-                ON p.topic = v_topic AND k.part_key = p.partition_key AND k.slot = p.slot
-            SET
-                k.partition_id = p.partition_id,
-                k.base_offset = p.last_offset - k.row_count;
+            STRAIGHT_JOIN queue_partitions AS p ON k.partition_id = p.partition_id
+            SET k.base_offset = p.last_offset - k.row_count;
+            SET v_moved = ROW_COUNT();
         END IF;
     END IF;
     IF v_moved < v_parts THEN
-        CALL queue__lock_partitions(v_topic, v_now, v_own_transaction);
+        CALL queue__lock_partitions(v_topic, v_now);
     END IF;
 
     IF EXISTS (SELECT 1 FROM queue__publish_parts AS k WHERE k.ranked = 0) THEN
@@ -980,19 +959,18 @@ BEGIN
         UPDATE queue__publish_parts AS k
         STRAIGHT_JOIN queue_partitions AS p
             ON p.topic = v_topic AND k.part_key = p.partition_key AND k.slot = p.slot
-        SET p.last_offset = p.last_offset + k.row_count;
-        SET v_moved = ROW_COUNT();
-        IF v_moved > 0 THEN
+        SET
+            k.partition_id = p.partition_id,
+            p.last_offset = p.last_offset + k.row_count;
+        IF ROW_COUNT() > 0 THEN
             UPDATE queue__publish_parts AS k
-            STRAIGHT_JOIN queue_partitions AS p
-                ON p.topic = v_topic AND k.part_key = p.partition_key AND k.slot = p.slot
-            SET
-                k.partition_id = p.partition_id,
-                k.base_offset = p.last_offset - k.row_count;
+            STRAIGHT_JOIN queue_partitions AS p ON k.partition_id = p.partition_id
+            SET k.base_offset = p.last_offset - k.row_count;
+            SET v_moved = ROW_COUNT();
         END IF;
     END IF;
     IF v_moved < v_parts THEN
-        CALL queue__lock_partitions(v_topic, v_now, v_own_transaction);
+        CALL queue__lock_partitions(v_topic, v_now);
     END IF;
 
         IF v_ranked = 0 THEN

@@ -14,7 +14,7 @@ revision = "0021"
 down_revision = "0020"
 branch_labels = None
 depends_on = None
-snapshot_sha256 = "6c96caecf36d0daac4d5462b551652518e741b64a47167b6c6ca9883a2acef31"
+snapshot_sha256 = "04a7215ec30fbfe6f218a86aa5e547843dfaebaad640dddc8dc7e7276baa770e"
 
 
 def upgrade() -> None:
