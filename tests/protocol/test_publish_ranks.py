@@ -53,6 +53,24 @@ def elements(ids_and_keys, ranks=True):
     return json.loads(codec.batch_json(out)) if ranks else out
 
 
+def run_publishers(publisher, count: int = 4) -> None:
+    """Run ``publisher(n)`` in ``count`` threads at once; fail with what any of them raised."""
+    failures: list[BaseException] = []
+
+    def run(n: int) -> None:
+        try:
+            publisher(n)
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not failures, failures
+
+
 def test_ranked_and_unranked_batches_get_the_same_offsets(conn, make_db):
     pairs = [(f"m{i}", f"k{i % 3}") for i in range(10)]
     ranked = batch(conn, elements(pairs))
@@ -183,36 +201,27 @@ def test_a_ranked_batch_in_a_rolled_back_transaction_leaves_nothing(dsn, conn, c
 def test_concurrent_ranked_batches_on_one_key_are_gap_free_and_commit_ordered(dsn, conn):
     """G3 on the fast path: batches on the same keys serialise on the sequence rows; every
     batch's elements of a key are consecutive and in input order."""
-    failures: list[BaseException] = []
     results: dict[int, list] = {}
 
     def publisher(n: int) -> None:
-        try:
-            client = mysqlq.connect(dsn)
-            out = []
-            for b in range(10):
-                msgs = [
-                    {"payload": b"x", "key": "hot" if i % 2 else f"k{i % 5}", "id": f"p{n}-{b}-{i}"}
-                    for i in range(40)
-                ]
-                for attempt in range(20):
-                    try:
-                        out.append((msgs, client.publish_batch(TOPIC, msgs)))
-                        break
-                    except mysqlq.Deadlock:  # pragma: no cover - retried as an app would
-                        if attempt == 19:
-                            raise
-            results[n] = out
-            client.close()
-        except BaseException as exc:  # reported below
-            failures.append(exc)
+        client = mysqlq.connect(dsn)
+        out = []
+        for b in range(10):
+            msgs = [
+                {"payload": b"x", "key": "hot" if i % 2 else f"k{i % 5}", "id": f"p{n}-{b}-{i}"}
+                for i in range(40)
+            ]
+            for attempt in range(20):
+                try:
+                    out.append((msgs, client.publish_batch(TOPIC, msgs)))
+                    break
+                except mysqlq.Deadlock:  # pragma: no cover - retried as an app would
+                    if attempt == 19:
+                        raise
+        results[n] = out
+        client.close()
 
-    threads = [threading.Thread(target=publisher, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not failures, failures
+    run_publishers(publisher)
     assert scalar(conn, "SELECT COUNT(*) FROM queue_messages") == 4 * 10 * 40
     assert_gap_free(conn)
     by_id = {
@@ -236,35 +245,24 @@ def test_concurrent_batches_over_keys_that_exist_and_keys_they_create(dsn, conn,
     an id (the careful path, which puts the moved sequences back). No call fails (a deadlock
     would: the JSON calls are not retried), every partition stays gap-free and every id is
     stored once."""
-    failures: list[BaseException] = []
     ids: set[str] = set()
 
     def publisher(n: int) -> None:
-        try:
-            draw = random.Random(n)
-            client, raw = mysqlq.connect(dsn), connect()
-            for b in range(30):
-                keys = [f"k{draw.randrange(8 + b)}" for _ in range(20)]
-                msgs = [
-                    {"key": k, "id": f"p{n}-{b}-{i}", "payload": "x"} for i, k in enumerate(keys)
-                ]
-                if b % 10 == 3:
-                    msgs.append(dict(msgs[0]))
-                if b % 2:
-                    client.publish_batch(TOPIC, msgs)
-                else:
-                    batch(raw, json.loads(codec.batch_json(msgs)))
-                ids.update(m["id"] for m in msgs)
-            client.close()
-        except BaseException as exc:  # reported below
-            failures.append(exc)
+        draw = random.Random(n)
+        client, raw = mysqlq.connect(dsn), connect()
+        for b in range(30):
+            keys = [f"k{draw.randrange(8 + b)}" for _ in range(20)]
+            msgs = [{"key": k, "id": f"p{n}-{b}-{i}", "payload": "x"} for i, k in enumerate(keys)]
+            if b % 10 == 3:
+                msgs.append(dict(msgs[0]))
+            if b % 2:
+                client.publish_batch(TOPIC, msgs)
+            else:
+                batch(raw, json.loads(codec.batch_json(msgs)))
+            ids.update(m["id"] for m in msgs)
+        client.close()
 
-    threads = [threading.Thread(target=publisher, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not failures, failures
+    run_publishers(publisher)
     assert_gap_free(conn)
     stored = rows(conn, "SELECT message_id FROM queue_messages")
     assert sorted(r["message_id"] for r in stored) == sorted(ids)
