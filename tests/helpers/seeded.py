@@ -49,7 +49,8 @@ SIGNATURES: dict[str, dict[str, Any]] = {
     "queue_publish_message": PUBLISH_MESSAGE,
     # any partition_id: one that names another partition, or none, is not used
     "queue_publish_hinted": {**PUBLISH_MESSAGE, "p_id": "m-new-hinted", "p_partition_hint": 1},
-    "queue_publish_batch": {"p_topic": TOPIC, "p_messages": '[{"payload": "x"}]'},
+    # keyed: its partition is one seed() created (an unkeyed element's would hang on a random id)
+    "queue_publish_batch": {"p_topic": TOPIC, "p_messages": '[{"key": "k1", "payload": "x"}]'},
     "queue_intake_open": {},
     "queue_publish_intake": {"p_topic": TOPIC},
     "queue_topic_archive": {"p_topic": TOPIC, "p_archive": 1, "p_retention_ms": HOUR_MS},
