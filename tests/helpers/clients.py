@@ -246,8 +246,8 @@ class ConnectorClient(Client):
 # its own transaction, open none when every partition's deliveries are the in-order run of its
 # current batch (an empty list too); queue_fetch and queue_fetch_wait none when every partition
 # they serve takes a new cursor batch with no delivery-state row in its way (docs/protocol.md,
-# "The common fetch"), or when none has work. The seeded database of test_prepared_cursor.py has rows, behind the
-# cursors: its fetches take the common fetch.
+# "The common fetch"), or when none has work. The seeded database of test_prepared_cursor.py has
+# rows, behind the cursors: its fetches take the common fetch.
 # Connector/Python's prepared cursor must read their rows with fetchmany() (prepared_rows).
 # docs/clients.md lists them (tests/clients/test_docs.py), test_prepared_cursor.py pins them.
 CURSOR_PROCEDURES = {
