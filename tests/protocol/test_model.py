@@ -339,24 +339,32 @@ class ProtocolMachine(RuleBasedStateMachine):
         delay_ms=st.sampled_from([0, 0, 0, 2_000, 30_000]),
     )
     def publish(self, key, id_, delay_ms) -> None:
-        if self.tx is not None and key is None:
-            # an unkeyed publish may hash into a slot: fine, the transaction holds only TX_KEY
-            pass
+        if self.tx is not None:
+            id_ = self._unless_collected(key, id_)
         self._publish(key, id_, delay_ms)
+
+    def _unless_collected(self, key: str | None, id_: str) -> str:
+        """id_, or a fresh id when GC deleted id_'s copy in its partition and none is retained.
+        While a transaction is open, no publish reuses such an id: InnoDB's check of the unique
+        id key locks the deleted entry (and the entry after it), purge widens a lock on it over
+        other partitions' ids, and publishes there wait for that transaction (docs/protocol.md,
+        "An id reused after GC"). With none open, publishes reuse them freely."""
+        slot = -1 if key is not None else zlib.crc32(id_.encode()) % SLOTS
+        pid = self.pids.get((key, slot))
+        if pid is None:
+            return id_
+        first = self.m.first_retained.get(pid, 1)
+        gone = {m.id for (p, o), m in self.m.msgs.items() if p == pid and o < first}
+        if id_ in gone and id_ not in {m.id for m in self.retained(pid)}:
+            return f"{id_}-{len(self.m.msgs)}"
+        return id_
 
     @precondition(lambda self: self.tx is None)
     @rule(id_=st.sampled_from(IDS))
     def begin_transaction_and_publish(self, id_) -> None:
         """A publish in a transaction left open (G2, G3): invisible until it commits."""
         pid = self.pids[(TX_KEY, -1)]
-        # an id whose copy here GC deleted is not reused in a transaction left open: InnoDB's
-        # check of the unique id key locks the deleted entry, purge widens that lock over other
-        # partitions' ids, and their publishes wait for this commit (docs/protocol.md, "An id
-        # reused after GC"); the autocommit publishes reuse such ids freely
-        first = self.m.first_retained.get(pid, 1)
-        gone = {m.id for (p, o), m in self.m.msgs.items() if p == pid and o < first}
-        if id_ in gone and id_ not in {m.id for m in self.retained(pid)}:
-            id_ = f"{id_}-{len(self.m.msgs)}"
+        id_ = self._unless_collected(TX_KEY, id_)
         self.tx_conn.cursor().execute("START TRANSACTION")
         before_last = self.m.last[pid]
         msg = self._publish(TX_KEY, id_, 0, conn=self.tx_conn)
