@@ -203,9 +203,14 @@ class ProtocolMachine(RuleBasedStateMachine):
     def state(self, g: str, pid: int, off: int) -> GState:
         return self.m.gstate.setdefault((g, pid, off), GState())
 
+    @staticmethod
+    def ident(key: str | None, id_: str) -> tuple[str | None, int]:
+        """The (key, slot) of a message's partition: its key's, or the hash of its id's."""
+        return (key, -1 if key is not None else zlib.crc32(id_.encode()) % SLOTS)
+
     def partition_id(self, key: str | None, id_: str) -> int:
-        slot = -1 if key is not None else zlib.crc32(id_.encode()) % SLOTS
-        ident = (key, slot)
+        ident = self.ident(key, id_)
+        key, slot = ident
         if ident not in self.pids:
             pid = scalar(
                 self.conn,
@@ -349,8 +354,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         id key locks the deleted entry (and the entry after it), purge widens a lock on it over
         other partitions' ids, and publishes there wait for that transaction (docs/protocol.md,
         "An id reused after GC"). With none open, publishes reuse them freely."""
-        slot = -1 if key is not None else zlib.crc32(id_.encode()) % SLOTS
-        pid = self.pids.get((key, slot))
+        pid = self.pids.get(self.ident(key, id_))
         if pid is None:
             return id_
         first = self.m.first_retained.get(pid, 1)
