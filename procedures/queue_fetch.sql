@@ -42,6 +42,21 @@ INNER JOIN JSON_TABLE(
     {{ m.sequence_rows('v_span') }}
 ) AS seq ON seq.seq_n <= e.e_hi - e.e_lo + 1
 {%- endmacro %}
+{#- Moves v_lo past the offsets with a delivery-state row at the head of the cursor range v_lo ..,
+    which has at least one offset without a row. The range's entry starts there: a done row at its
+    head (acked out of order, cancelled, a copy for another group) is deleted when this call moves
+    the watermark over it (queue__advance_watermark), and the final read delivers the offsets of a
+    cursor range that have no row. One point read per row skipped; none when the range has none. -#}
+{% macro skip_rows_at_head() %}
+SET v_x = 1;
+                    head_rows: WHILE v_x = 1 DO
+                        SELECT COUNT(*) INTO v_x FROM queue_delivery_state AS s
+                        WHERE s.group_name = v_group AND s.partition_id = v_pid AND s.msg_offset = v_lo;
+                        IF v_x = 1 THEN
+                            SET v_lo = v_lo + 1;
+                        END IF;
+                    END WHILE head_rows
+{%- endmacro %}
 {#- A redriven copy meant for another group, which this group skips. -#}
 {% macro for_another_group() %}
 msg.target_group IS NOT NULL AND msg.target_group <> v_group
@@ -477,6 +492,9 @@ BEGIN  -- noqa: LT02
                     SET v_cap = v_cap - v_cpending;
                     SET v_delivered = v_delivered + v_cpending;
                     SET v_span = GREATEST(v_span, v_cpos - v_lo + 1);
+                    IF v_cpending < v_cpos - v_lo + 1 THEN
+                        {{ skip_rows_at_head() }};
+                    END IF;
                     SET v_out = JSON_ARRAY_APPEND(v_out, '$', {{ cursor_entry('v_cpos', 'v_cattempt') }});
                 END IF;
             END IF;
@@ -587,6 +605,9 @@ BEGIN  -- noqa: LT02
                     IF v_cpending > 0 THEN
                         SET v_delivered = v_delivered + v_cpending;
                         SET v_span = GREATEST(v_span, v_hi - v_lo + 1);
+                        IF v_cpending < v_hi - v_lo + 1 THEN
+                            {{ skip_rows_at_head() }};
+                        END IF;
                         SET v_out = JSON_ARRAY_APPEND(v_out, '$', {{ cursor_entry('v_hi', 1) }});
                     END IF;
                 END IF;
