@@ -1,8 +1,9 @@
 """What idle subscribers cost the server, with and without delayed messages waiting in their group.
 
-A subscriber with nothing to do still long-polls: the server probes its partitions every 10 ms.
-This script starts ``--subscribers`` ``mysqlq.Subscriber``s on a topic of ``--keys`` partitions,
-lets them take their partitions and handle one message on each, then reads the server process's
+A subscriber with nothing to do still long-polls: the server probes its partitions every
+``probe_interval`` (10 ms by default). This script starts ``--subscribers``
+``mysqlq.Subscriber``s on a topic of ``--keys`` partitions, lets them take their partitions and
+handle one message on each, then reads the server process's
 CPU time (user + system, from /proc: the server must run on this machine) over ``--seconds`` of
 idleness. It does that twice, in two throwaway databases: first with nothing waiting (the
 baseline), then with ``--delayed`` messages due in an hour on the same keys, which the group's
@@ -10,14 +11,19 @@ fetches have moved past (each waits in a delivery-state row until its time). It 
 of one core the server spent in each, and their ratio.
 
 ``--source`` renders the routines from another checkout (an older revision, to compare).
+``--probe-intervals 0.002,0.01,0.05`` measures each of the subscribers' ``probe_interval``
+(seconds) in turn, ``--rounds`` times, and prints each one's median (``--delayed 0``: the
+baseline alone).
 
 Usage: python scripts/idle_cost.py [--dsn mysql://root@127.0.0.1:3306] [--subscribers 1]
        [--keys 64] [--delayed 20000] [--seconds 8] [--source DIR]
+       [--probe-intervals 0.01] [--rounds 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import threading
 import time
 from pathlib import Path
@@ -34,7 +40,9 @@ TOPIC, GROUP = "idle", "g"
 HOUR_S = 3600
 
 
-def idle_share(dsn: str, subscribers: int, keys: int, delayed: int, seconds: float) -> float:
+def idle_share(
+    dsn: str, subscribers: int, keys: int, delayed: int, seconds: float, probe: float = 0.01
+) -> float:
     """The share of one core the server spent while ``subscribers`` sat idle."""
     client = mysqlq.connect(dsn)
     client.subscribe(GROUP, TOPIC)
@@ -50,6 +58,7 @@ def idle_share(dsn: str, subscribers: int, keys: int, delayed: int, seconds: flo
             group=GROUP,
             handler=lambda message: handled.release(),
             name=f"idle-{i}",
+            probe_interval=probe,
         )
         for i in range(subscribers)
     ]
@@ -92,22 +101,45 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delayed", type=int, default=20000, help="delayed messages waiting")
     parser.add_argument("--seconds", type=float, default=8.0, help="idle time measured")
     parser.add_argument("--source", type=Path, default=ROOT, help="checkout to render from")
+    parser.add_argument(
+        "--probe-intervals",
+        default="0.01",
+        help="the subscribers' probe_interval, seconds (several, comma-separated: in turns)",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="turns of every probe interval")
     args = parser.parse_args(argv)
     objects = read_schema(args.source)
-    shares = {}
+    probes = [float(p) for p in args.probe_intervals.split(",")]
+    shares: dict[tuple[float, int], list[float]] = {}
     with harness.script_server(args.dsn) as server:
-        for delayed in (0, args.delayed):
-            with harness.throwaway_database(server, objects=objects, prefix="mysqlq_idle_") as db:
-                shares[delayed] = idle_share(
-                    db.dsn, args.subscribers, args.keys, delayed, args.seconds
-                )
+        for _ in range(args.rounds):
+            for probe in probes:
+                for delayed in sorted({0, args.delayed}):
+                    with harness.throwaway_database(
+                        server, objects=objects, prefix="mysqlq_idle_"
+                    ) as db:
+                        share = idle_share(
+                            db.dsn, args.subscribers, args.keys, delayed, args.seconds, probe
+                        )
+                    shares.setdefault((probe, delayed), []).append(share)
+                    print(
+                        f"{args.subscribers} idle subscriber(s), {args.keys} partitions, "
+                        f"probe_interval {probe:g} s, {delayed:,} delayed messages waiting: "
+                        f"server CPU {100 * share:.1f}% of one core",
+                        flush=True,
+                    )
+    medians = {k: statistics.median(v) for k, v in shares.items()}
+    if args.rounds > 1 or len(probes) > 1:
+        for (probe, delayed), share in sorted(medians.items()):
             print(
-                f"{args.subscribers} idle subscriber(s), {args.keys} partitions, {delayed:,} "
-                f"delayed messages waiting: server CPU {100 * shares[delayed]:.1f}% of one core",
-                flush=True,
+                f"median of {args.rounds}: probe_interval {probe:g} s, {delayed:,} delayed: "
+                f"{100 * share:.1f}% of one core"
             )
-    if shares[0] > 0:
-        print(f"ratio: {shares[args.delayed] / shares[0]:.2f}x the baseline (no delayed messages)")
+    for probe in probes:
+        base = medians[(probe, 0)]
+        if args.delayed and base > 0:
+            ratio = medians[(probe, args.delayed)] / base
+            print(f"probe_interval {probe:g} s: {ratio:.2f}x the baseline (no delayed messages)")
     return 0
 
 

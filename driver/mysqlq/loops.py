@@ -177,6 +177,7 @@ class FetchLoop:
                             ms(s.visibility_timeout),
                             room,
                             ms(s.poll_interval),
+                            ms(s.probe_interval),
                         ),
                     )
                 except Error as exc:

@@ -34,6 +34,8 @@ __all__ = ["SettingsAttributes", "SubscriberSettings", "ms", "positive"]
 Handler = Callable[[Any], Any]
 
 MAX_BUFFERED = 100_000
+# queue_fetch_wait's p_probe_ms: 1 to 1000 ms
+MIN_PROBE, MAX_PROBE = 0.001, 1.0
 
 
 def ms(seconds: float) -> int:
@@ -73,6 +75,9 @@ class SubscriberSettings:
     rebalance_interval: float = 1.0
     max_buffered: int | None = None
     poll_interval: float = 0.1
+    # inside a long poll, the pause between two looks at the held partitions (1 ms to 1 s):
+    # shorter fetches a commit sooner and costs the server more while nothing comes
+    probe_interval: float = 0.01
     concurrency: int = 4
     retry_backoff: float = 1.0
     max_backoff: float = 300.0
@@ -104,6 +109,12 @@ class SubscriberSettings:
                     f"max_buffered must be at most {MAX_BUFFERED}, not {self.max_buffered}"
                 )
         positive("poll_interval", self.poll_interval)
+        positive("probe_interval", self.probe_interval)
+        if not MIN_PROBE <= self.probe_interval <= MAX_PROBE:
+            raise InvalidArgument(
+                f"probe_interval must be between {MIN_PROBE:g} and {MAX_PROBE:g} s,"
+                f" not {self.probe_interval!r}"
+            )
         positive("retry_backoff", self.retry_backoff, low=-1e-12)
         positive("max_backoff", self.max_backoff, low=-1e-12)
         # a running handler keeps its message invisible up to this long, then is given up
@@ -155,6 +166,7 @@ class SettingsAttributes:
     rebalance_interval = _setting("rebalance_interval")
     max_buffered = _setting("max_buffered")
     poll_interval = _setting("poll_interval")
+    probe_interval = _setting("probe_interval")
     concurrency = _setting("concurrency")
     ack_policy = _setting("ack_policy")
     retry = _setting("retry")

@@ -122,6 +122,7 @@ SIGNATURES: dict[str, dict[str, Any]] = {
         "p_visibility_ms": HOUR_MS,
         "p_max_messages": 100,
         "p_wait_ms": 0,
+        "p_probe_ms": None,
         "p_now": None,
     },
     "queue_ack": {"p_group": GROUP, "p_deliveries": DELIVERIES, "p_now": None},

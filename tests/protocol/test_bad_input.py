@@ -345,6 +345,12 @@ PARAM_KINDS: dict[str, dict[str, list]] = {
             ("above_one_minute", 60_001, ()),
             ("huge", 2**62, ()),
         ],
+        "p_probe_ms": [
+            ("zero", 0, ()),
+            ("negative", -1, ()),
+            ("above_one_second", 1_001, ()),
+            ("huge", 2**62, ()),
+        ],
         "p_now": NOW_VALUES,
     },
     "queue_ack": {

@@ -328,6 +328,7 @@ def test_fuzz_client_admin(client, watch, method, a, b, c) -> None:
     max_attempts=py_values,
     lease_duration=py_values,
     poll_interval=py_values,
+    probe_interval=py_values,
     concurrency=py_values,
 )
 def test_fuzz_subscriber_arguments(fuzz_dsn, watch, **kwargs) -> None:

@@ -458,3 +458,47 @@ def test_the_latency_curve_polls_as_asked_and_its_targets_stay_beside_the_10_ms_
     for bad in ("0.5", "20000", "ten"):
         result = CliRunner().invoke(bench_command, ["--polls", bad])
         assert result.exit_code == 2 and "--polls" in result.output, result.output
+
+
+def test_the_latency_curve_runs_mysqlq_at_each_probe_interval_asked() -> None:
+    """``--probes 10,2`` runs one mysqlq curve per subscriber probe interval, each named for it;
+    the latency targets read the curve at the subscribers' default (10 ms), not the fastest; a
+    probe interval outside 1 to 1,000 ms is refused, naming the option."""
+    from click.testing import CliRunner
+
+    from mysqlq_dev import bench
+    from mysqlq_dev.bench import report
+    from mysqlq_dev.commands.bench import bench as bench_command
+
+    options = bench.BenchOptions(steady_probes=(0.01, 0.002), steady_polls=(0.01,))
+    plan = [e for e in bench._plan(options.sizes(), options) if e["kind"] == "steady"]
+    assert [(e["system"], e["probe"], e["poll"]) for e in plan] == [
+        ("mysqlq", 0.01, None),
+        ("mysqlq", 0.002, None),
+        ("skip_locked", None, 0.01),
+    ]
+    assert "probe 2 ms" in plan[1]["label"]
+
+    def steady(system, probe_ms, poll_ms, p50):
+        return {
+            "kind": "steady",
+            "system": system,
+            "probe_ms": probe_ms,
+            "poll_ms": poll_ms,
+            "rate": 5000.0,
+            "publish_rate": 5000.0,
+            "p50_ms": p50,
+            "p99_ms": p50 * 2,
+        }
+
+    results = [steady("mysqlq", 2.0, None, 6.0), steady("mysqlq", 10.0, None, 9.0)]
+    results.append(steady("skip_locked", None, 10.0, 7.0))
+    assert [row["mysqlq"] for row in report._latency_rows(results)] == [9.0, 18.0]
+    assert [report.steady_name(r) for r in results] == [
+        "mysqlq, probe 2 ms",
+        "mysqlq, probe 10 ms",
+        "SKIP LOCKED, poll 10 ms",
+    ]
+    for bad in ("0.5", "2000", "ten"):
+        result = CliRunner().invoke(bench_command, ["--probes", bad])
+        assert result.exit_code == 2 and "--probes" in result.output, result.output

@@ -154,6 +154,14 @@ def _handlers(specs: tuple[str, ...]) -> dict[str, Callable[[Any], Any]]:
     help="Seconds between fetches when idle.",
 )
 @click.option(
+    "--probe-interval",
+    type=float,
+    default=0.01,
+    show_default=True,
+    help="Seconds between two looks for work inside a long poll (0.001 to 1): shorter delivers"
+    " sooner and costs the server more while idle.",
+)
+@click.option(
     "--ack-policy",
     type=click.Choice([p.value for p in AckPolicy]),
     default=AckPolicy.NACK_ON_ERROR.value,
@@ -199,6 +207,7 @@ def consume(
     max_handler_time: float,
     lease_duration: float,
     poll_interval: float,
+    probe_interval: float,
     ack_policy: str,
     retry_kind: str,
     retry_delay: float,
@@ -239,6 +248,7 @@ def consume(
             max_handler_time=max_handler_time,
             lease_duration=lease_duration,
             poll_interval=poll_interval,
+            probe_interval=probe_interval,
             ack_policy=ack_policy,
             retry=_strategy(
                 retry_kind, retry_delay, retry_step, retry_max_delay, retry_max_total_delay

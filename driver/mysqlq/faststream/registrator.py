@@ -55,6 +55,7 @@ class MySQLQRegistrator(Registrator[Any, MySQLQBrokerConfig]):
         rebalance_interval: float = EMPTY,
         max_buffered: int | None = EMPTY,
         poll_interval: float = EMPTY,
+        probe_interval: float = EMPTY,
         concurrency: int = EMPTY,
         max_workers: int = EMPTY,
         retry: Any = EMPTY,

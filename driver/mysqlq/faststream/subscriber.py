@@ -46,6 +46,7 @@ SUBSCRIBER_OPTIONS = (
     "rebalance_interval",
     "max_buffered",
     "poll_interval",
+    "probe_interval",
     "concurrency",
     "retry",
     "dlq_topic",

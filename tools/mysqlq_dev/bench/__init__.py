@@ -56,6 +56,8 @@ class BenchOptions:
     steady_seconds: float | None = None
     # the SKIP LOCKED queue's polls, seconds (empty: 0.1 and 0.01; quick: 0.01)
     steady_polls: tuple[float, ...] = ()
+    # the mysqlq subscribers' probe_interval, seconds, one curve each (empty: their default)
+    steady_probes: tuple[float, ...] = ()
     # workload kinds to run (publish, consume, effects, steady); empty = all
     only: tuple[str, ...] = ()
     # publish rounds (None: 3 for the full run, 1 with quick): the publish workloads, mysqlq and
@@ -111,6 +113,7 @@ class BenchOptions:
             sizes["steady_seconds"] = self.steady_seconds
         if self.steady_polls:
             sizes["steady_polls"] = tuple(self.steady_polls)
+        sizes["steady_probes"] = tuple(self.steady_probes) or (None,)
         if self.steady_rates:
             sizes["steady_rates"] = tuple(self.steady_rates)
         return sizes
@@ -293,8 +296,16 @@ def _plan(sizes: dict[str, Any], options: BenchOptions) -> list[dict[str, Any]]:
                 }
             )
     rates = ", ".join(f"{r:g}" for r in sizes["steady_rates"])
-    for system, poll in (("mysqlq", None), *(("skip_locked", p) for p in sizes["steady_polls"])):
-        how = system if poll is None else f"{system}, poll {poll * 1000:g} ms"
+    curves = [
+        *(("mysqlq", None, probe) for probe in sizes["steady_probes"]),
+        *(("skip_locked", poll, None) for poll in sizes["steady_polls"]),
+    ]
+    for system, poll, probe in curves:
+        how = system
+        if poll is not None:
+            how = f"{system}, poll {poll * 1000:g} ms"
+        elif probe is not None:
+            how = f"{system}, probe {probe * 1000:g} ms"
         plan.append(
             {
                 "kind": "steady",
@@ -302,6 +313,7 @@ def _plan(sizes: dict[str, Any], options: BenchOptions) -> list[dict[str, Any]]:
                 "clients": 2,
                 "rates": list(sizes["steady_rates"]),
                 "poll": poll,
+                "probe": probe,
                 "seconds": sizes["steady_seconds"],
                 "label": f"steady {rates} msg/s ({how})",
             }
@@ -369,11 +381,12 @@ def _run_entry(
             entry["seconds"],
             entry["clients"],
             poll=entry["poll"] or 0.1,
+            probe=entry.get("probe"),
             server_cpu=lambda: sample().cpu_seconds,
         )
         rows = []
         for measured in sweep:
-            row = {k: v for k, v in out.items() if k not in ("rates", "poll", "seconds")}
+            row = {k: v for k, v in out.items() if k not in ("rates", "poll", "probe", "seconds")}
             row.update(measured)
             row["messages_per_second"] = row["publish_rate"]
             rows.append(row)

@@ -730,12 +730,13 @@ def steady_sweep(
     consumers: int,
     poll: float = 0.1,
     server_cpu: Callable[[], float | None] | None = None,
+    probe: float | None = None,
 ) -> list[dict[str, Any]]:
     """Publish at each of ``rates`` msg/s in turn, ``seconds`` each, while ``consumers``
-    processes consume (mysqlq subscribers with their defaults, or SKIP LOCKED workers sleeping
-    ``poll`` s when they find nothing); one result per rate, with publish->handler percentiles
-    and what the rate cost while its publishers sent (:class:`_CpuWindow`; ``server_cpu`` reads
-    the server's CPU seconds, where it can be read).
+    processes consume (mysqlq subscribers with their defaults, ``probe_interval=probe`` when
+    given, or SKIP LOCKED workers sleeping ``poll`` s when they find nothing); one result per
+    rate, with publish->handler percentiles and what the rate cost while its publishers sent
+    (:class:`_CpuWindow`; ``server_cpu`` reads the server's CPU seconds, where it can be read).
 
     Between rates the consumers drain what is left (at most ``2 x seconds + 10`` s); a rate
     whose backlog does not drain ends the sweep (later rates would measure its queue)."""
@@ -747,10 +748,13 @@ def steady_sweep(
     if system == "mysqlq":
         with mysqlq.connect(dsn) as client:
             client.subscribe(group, topic)
+        options: dict[str, Any] = {"latency": True}
+        if probe is not None:
+            options["settings"] = {"probe_interval": probe}
         procs = [
             CONTEXT.Process(
                 target=_subscriber_main,
-                args=(dsn, topic, group, i, {"latency": True}, stop, done),
+                args=(dsn, topic, group, i, options, stop, done),
                 daemon=True,
             )
             for i in range(consumers)
@@ -805,6 +809,7 @@ def steady_sweep(
         result["received"] = len(values)
         result.update(_percentiles(values))
         result["poll_ms"] = None if system == "mysqlq" else poll * 1000
+        result["probe_ms"] = probe * 1000 if system == "mysqlq" and probe is not None else None
     return results
 
 

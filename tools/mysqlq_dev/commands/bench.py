@@ -34,6 +34,13 @@ def _polls(_ctx: click.Context, _param: click.Parameter, value: str | None) -> t
     return tuple(poll / 1000 for poll in polls)
 
 
+def _probes(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[float, ...]:
+    probes = _numbers(value) if value else ()
+    if probes and (min(probes) < 1 or max(probes) > 1_000):
+        raise click.BadParameter("each probe interval must be 1 to 1,000 ms")
+    return tuple(probe / 1000 for probe in probes)
+
+
 @click.command()
 @DSN_OPTION
 @click.option("--quick", is_flag=True, help="Small sizes: the whole run takes under 3 minutes.")
@@ -74,6 +81,12 @@ def _polls(_ctx: click.Context, _param: click.Parameter, value: str | None) -> t
     " comma-separated (default: 100,10; 10 with --quick).",
 )
 @click.option(
+    "--probes",
+    callback=_probes,
+    help="The mysqlq subscribers' probe_interval in the latency curve, ms, comma-separated: one"
+    " mysqlq curve each (default: one, with the subscribers' default, 10 ms).",
+)
+@click.option(
     "--rounds",
     type=click.IntRange(1),
     help="Publish and consume rounds, each workload's median reported (default: 3; 1 with"
@@ -96,6 +109,7 @@ def bench(
     rate: float | None,
     seconds: float | None,
     polls: tuple[float, ...],
+    probes: tuple[float, ...],
     only: tuple[str, ...],
     rounds: int | None,
 ) -> None:
@@ -120,6 +134,7 @@ def bench(
         steady_rates=rates or ((rate,) if rate is not None else ()),
         steady_seconds=seconds,
         steady_polls=polls,
+        steady_probes=probes,
         only=only,
         rounds=rounds,
     )
