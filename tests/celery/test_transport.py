@@ -43,6 +43,11 @@ def test_queue_names_become_distinct_mysqlq_identifiers() -> None:
         Options.from_transport_options({"topic_prefix": "bad prefix"})
     with pytest.raises(ValueError):
         Options.from_transport_options({"visibility_timeout": 0})
+    assert Options.from_transport_options({}).probe_interval == 0.01
+    assert Options.from_transport_options({"probe_interval": "0.002"}).probe_interval == 0.002
+    for bad in (0, 0.0004, 2, "soon"):
+        with pytest.raises(ValueError, match="probe_interval"):
+            Options.from_transport_options({"probe_interval": bad})
 
 
 def test_eta_header_becomes_a_delay() -> None:

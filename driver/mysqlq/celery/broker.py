@@ -178,7 +178,7 @@ class Broker:
                 o.visibility_ms,
                 max_messages,
                 min(wait_ms, 60_000),
-                None,  # the server's probe interval (10 ms)
+                round(o.probe_interval * 1000),
                 None,
             )
         else:

@@ -68,6 +68,14 @@ def _count(
     return count
 
 
+def _probe(options: Mapping[str, Any]) -> float:
+    """``probe_interval``: 0.001 to 1 second, as queue_fetch_wait's p_probe_ms allows."""
+    seconds = _seconds(options, "probe_interval", 0.01, 0.001)
+    if seconds > 1:
+        raise ValueError(f"transport option probe_interval={seconds!r}: must be 0.001 to 1 seconds")
+    return seconds
+
+
 def _flag(options: Mapping[str, Any], key: str, default: bool) -> bool:
     value = options.get(key, default)
     if isinstance(value, str):
@@ -100,6 +108,9 @@ class Options:
     settle_interval: float = 0.02
     # seconds a consumer of one queue waits inside the server for a message before polling again
     polling_interval: float = 1.0
+    # inside that wait, the pause between two looks for a message (queue_fetch_wait's
+    # p_probe_ms): shorter answers a publish sooner and costs the server more while idle
+    probe_interval: float = 0.01
     # deliveries of one message (crashes, requeues) before it goes to the queue's DLQ topic
     max_attempts: int = 20
     # in-flight window per partition (queue_fetch's p_batch_size)
@@ -143,6 +154,7 @@ class Options:
             settle_interval=_seconds(options, "settle_interval", 0.02, 0),
             maintenance_interval=_seconds(options, "maintenance_interval", 10.0, 0),
             polling_interval=min(_seconds(options, "polling_interval", 1.0, 0), 60.0),
+            probe_interval=_probe(options),
             max_attempts=_count(options, "max_attempts", 20, 1000) or 20,
             batch_size=_count(options, "batch_size", 16, 10_000) or 16,
             max_fetch=_count(options, "max_fetch", 100, 100_000) or 100,
