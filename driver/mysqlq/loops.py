@@ -166,7 +166,8 @@ class FetchLoop:
                 control.wake.clear()
                 try:
                     # a long poll: the server waits up to poll_interval for work to appear on
-                    # the held partitions, so a message is fetched within ~10 ms of its commit
+                    # the held partitions, looking every probe_interval (10 ms), so a message
+                    # is fetched about that soon after its commit
                     rows = link.rows(
                         _sql.FETCH_WAIT,
                         (
@@ -209,7 +210,7 @@ class FetchLoop:
         """After a fetch that served every partition held, wait for a flush of their outcomes
         before the next long poll, up to ``poll_interval``: until their messages are settled
         those partitions have nothing to deliver (a partition's next batch waits for its last
-        one), so the server's probe, every 10 ms, would only find the flush late and cost a
+        one), so the server's probe, every probe_interval, would only find the flush late and cost a
         read each time. The flush waited for is one that took its outcomes after the fetch's
         messages were handed out (``taken``: the flusher's batches taken before that): a flush
         that ends while the fetch is still out carries earlier outcomes, and its wake-up alone
