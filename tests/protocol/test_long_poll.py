@@ -137,7 +137,7 @@ def test_a_wait_refuses_a_group_not_subscribed_before_it_waits(conn, wait_ms) ->
 
 
 def _statements_of_wait(conn, wait_ms: int, probe_ms: int | None) -> tuple[int, float]:
-    """The statements an empty wait ran (the session's Queries counter) and its seconds."""
+    """The statements an empty wait ran (the session's Com_* counters) and its seconds."""
     t0 = time.monotonic()
     _, got, statements = _columns_and_statements(
         conn, "queue_fetch_wait", GROUP, TOPIC, SUB, 10, HOUR_MS, 100, wait_ms, probe_ms, None

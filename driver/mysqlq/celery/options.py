@@ -40,7 +40,9 @@ def topic_for(prefix: str, queue: str) -> str:
     return name
 
 
-def _seconds(options: Mapping[str, Any], key: str, default: float, low: float) -> float:
+def _seconds(
+    options: Mapping[str, Any], key: str, default: float, low: float, high: float = 31_536_000
+) -> float:
     value = options.get(key)
     if value is None or value == "":
         return default
@@ -48,8 +50,8 @@ def _seconds(options: Mapping[str, Any], key: str, default: float, low: float) -
         seconds = float(value)
     except (TypeError, ValueError):
         raise ValueError(f"transport option {key}={value!r}: not a number of seconds") from None
-    if not low <= seconds <= 31_536_000:
-        raise ValueError(f"transport option {key}={value!r}: must be {low} to 31536000 seconds")
+    if not low <= seconds <= high:
+        raise ValueError(f"transport option {key}={value!r}: must be {low} to {high} seconds")
     return seconds
 
 
@@ -66,14 +68,6 @@ def _count(
     if not low <= count <= high:
         raise ValueError(f"transport option {key}={value!r}: must be {low} to {high}")
     return count
-
-
-def _probe(options: Mapping[str, Any]) -> float:
-    """``probe_interval``: 0.001 to 1 second, as queue_fetch_wait's p_probe_ms allows."""
-    seconds = _seconds(options, "probe_interval", 0.01, 0.001)
-    if seconds > 1:
-        raise ValueError(f"transport option probe_interval={seconds!r}: must be 0.001 to 1 seconds")
-    return seconds
 
 
 def _flag(options: Mapping[str, Any], key: str, default: bool) -> bool:
@@ -154,7 +148,8 @@ class Options:
             settle_interval=_seconds(options, "settle_interval", 0.02, 0),
             maintenance_interval=_seconds(options, "maintenance_interval", 10.0, 0),
             polling_interval=min(_seconds(options, "polling_interval", 1.0, 0), 60.0),
-            probe_interval=_probe(options),
+            # queue_fetch_wait's p_probe_ms: 1 to 1000 ms
+            probe_interval=_seconds(options, "probe_interval", 0.01, 0.001, 1),
             max_attempts=_count(options, "max_attempts", 20, 1000) or 20,
             batch_size=_count(options, "batch_size", 16, 10_000) or 16,
             max_fetch=_count(options, "max_fetch", 100, 100_000) or 100,
