@@ -1,6 +1,6 @@
 {% import '_macros.sql' as m %}
--- Long-poll fetch: waits inside the server, up to p_wait_ms, looking every p_probe_ms, until a partition
--- the caller holds has something to deliver, then fetches exactly as queue_fetch does (same result set).
+-- Long-poll fetch: acks p_acks, then waits inside the server, up to p_wait_ms, looking every p_probe_ms,
+-- until a partition the caller holds has something to deliver, and fetches as queue_fetch does.
 CREATE PROCEDURE queue_fetch_wait(
     IN p_group {{ m.name_param() }},
     IN p_topic {{ m.name_param() }},
@@ -12,6 +12,11 @@ CREATE PROCEDURE queue_fetch_wait(
     -- the pause between two looks (NULL: 10 ms): shorter finds a commit sooner and costs the
     -- server more probes while nothing comes (each joins the held partitions' rows)
     IN p_probe_ms BIGINT,
+    -- deliveries to ack first, as queue_ack's p_deliveries (NULL: none), in the fetch's transaction
+    -- when the first look finds work: the acks and the fetch that follows them cost one call and
+    -- one commit. Then a second result set follows the messages: one row (settled, stale,
+    -- dead_lettered), as queue_ack returns
+    IN p_acks {{ m.text('LONGTEXT') }},
     IN p_now BIGINT
 )
 MODIFIES SQL DATA
@@ -35,8 +40,14 @@ BEGIN
     DECLARE v_tokens DECIMAL(20, 6);
     DECLARE v_full TINYINT;
     DECLARE v_max_attempts INT;
+    -- the carried acks: 1 while their transaction is open; what they did
+    DECLARE v_open TINYINT DEFAULT 0;
+    DECLARE v_settled INT;
+    DECLARE v_stale INT;
+    DECLARE v_dead INT;
     -- a probe that finds nothing leaves v_ready NULL
     DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
+    {{ m.own_transaction_handler() }};
 
     {{ m.check_identifier('p_group') }};
     {{ m.check_identifier('p_topic') }};
@@ -53,6 +64,10 @@ BEGIN
     {{ m.check_count('p_max_messages', 100000) }};
     {{ m.check_now() }};
     {{ m.check_consumer() }};
+    IF p_acks IS NOT NULL THEN
+        {{ m.check_deliveries('p_acks') }};
+        {{ m.check_settle_access(deliveries='p_acks') }};
+    END IF;
     SET v_group = p_group;
     SET v_topic = p_topic;
     SET v_subscriber = p_subscriber;
@@ -66,6 +81,18 @@ BEGIN
     WHERE s.group_name = v_group AND s.topic = v_topic;
     IF v_max_attempts IS NULL THEN
         {{ m.fail(m.E_NOT_SUBSCRIBED, 'p_group is not subscribed to p_topic: call queue_subscribe first') }};
+    END IF;
+
+    IF p_acks IS NOT NULL THEN
+        -- queue_ack's work, in the transaction the fetch goes on with (READ COMMITTED, as
+        -- queue__settle's and queue__fetch's own: the first look below sees the acked partitions
+        -- free); committed before the first pause when that look finds nothing
+        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+        START TRANSACTION;
+        SET v_open = 1;
+        CALL queue__settle_apply(
+            v_group, p_acks, {{ m.ACTION_ACK }}, 0, NULL, p_now, 0, v_settled, v_stale, v_dead
+        );
     END IF;
 
     -- each probe is a plain read in its own statement, so it sees what committed since the last
@@ -91,11 +118,18 @@ BEGIN
         IF v_ready IS NOT NULL OR v_slept = 1 OR v_left <= 0 THEN
             LEAVE wait_loop;
         END IF;
+        IF v_open = 1 THEN
+            COMMIT;
+            SET v_open = 0;
+        END IF;
         -- (never past the deadline: a long pause ends with it)
         SELECT SLEEP(LEAST(v_probe_ms, v_left) / 1000) INTO v_slept;
     END LOOP;
 
     IF v_ready IS NULL THEN
+        IF v_open = 1 THEN
+            COMMIT;
+        END IF;
         -- the wait found nothing: queue_fetch's result, empty, without its reads (the probe that
         -- just found nothing is the query that picks its partitions; what commits from now on is
         -- the next call's). An idle subscriber makes this call ten times a second
@@ -103,6 +137,14 @@ BEGIN
         FROM queue_messages AS msg
         WHERE FALSE;
     ELSE
-        CALL queue_fetch(p_group, p_topic, p_subscriber, p_batch_size, p_visibility_ms, p_max_messages, p_now);
+        CALL queue__fetch(
+            p_group, p_topic, p_subscriber, p_batch_size, p_visibility_ms, p_max_messages, p_now, v_open
+        );
+    END IF;
+    IF p_acks IS NOT NULL THEN
+        SELECT
+            v_settled AS settled,
+            v_stale AS stale,
+            v_dead AS dead_lettered;
     END IF;
 END

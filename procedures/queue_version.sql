@@ -4,5 +4,5 @@ CREATE PROCEDURE queue_version()
 NO SQL
 SQL SECURITY DEFINER
 BEGIN
-    SELECT '1.12' AS version;
+    SELECT '1.13' AS version;
 END

@@ -10,7 +10,7 @@ are passed to mysqlclient as %s placeholders (the intake's rows are escaped by t
 from __future__ import annotations
 
 # protocol version the driver speaks; the database's queue_version must match
-PROTOCOL_VERSION = "1.12"
+PROTOCOL_VERSION = "1.13"
 
 # a procedure, not a function: creating a stored function needs SUPER where binary logging is on
 # (MySQL's default and every managed MySQL's); protocol 1.1 and older had a function
@@ -94,7 +94,7 @@ ORDER BY s.name
 
 # consuming
 FETCH = "CALL queue_fetch(%s, %s, %s, %s, %s, %s, NULL)"
-FETCH_WAIT = "CALL queue_fetch_wait(%s, %s, %s, %s, %s, %s, %s, %s, NULL)"
+FETCH_WAIT = "CALL queue_fetch_wait(%s, %s, %s, %s, %s, %s, %s, %s, %s, NULL)"
 ACK = "CALL queue_ack(%s, %s, NULL)"
 NACK = "CALL queue_nack(%s, %s, %s, %s, NULL)"
 EXTEND = "CALL queue_extend(%s, %s, %s, NULL)"

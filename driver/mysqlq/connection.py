@@ -54,6 +54,7 @@ __all__ = [
     "call",
     "connect",
     "connect_kwargs",
+    "execute_results",
     "execute_rows",
     "parse_dsn",
     "redact_dsn",
@@ -301,10 +302,24 @@ def execute_rows(
     tuples, for a large result) and read the rest (a CALL sends a final status after its
     result), raising mysqlq errors. ``size``: the bytes the call writes, when its arguments do
     not carry them (a batch sent into the intake before its CALL)."""
+    return execute_results(conn, sql, args, tuples=tuples, size=size)[0]
+
+
+def execute_results(
+    conn: MySQLdb.connections.Connection,
+    sql: str,
+    args: Sequence[Any] | None = None,
+    *,
+    tuples: bool = False,
+    size: int | None = None,
+) -> list[list[Any]]:
+    """:func:`execute_rows`, returning every result set (at least one, maybe empty): a long
+    poll that carries acks answers with two."""
     try:
         with translating():
             _send(conn, sql, args)
-            return _answers(conn, 0 if tuples else 1)[0] or []
+            answers = _answers(conn, 0 if tuples else 1)
+            return [rows for rows in answers if rows is not None] or [[]]
     except TransactionTooLarge as exc:
         # 3100 is any failure of Group Replication's commit hook. A member leaving the group
         # gives it too (still calling itself the ONLINE primary for a few seconds), until it

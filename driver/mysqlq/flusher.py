@@ -5,6 +5,9 @@ gathered, groups it by outcome (and delay and error text), and sends one settle 
 A handler thread queues its outcome with one append: no lock, and the loop is woken only when it
 sleeps (a busy subscriber queues thousands of acks a second, and the loop takes them by the
 hundred).
+When the fetch loop waits for the outcomes of a fetch that served every partition it holds (see
+``FetchLoop.settle``), a batch of acks alone is handed to it instead: its next long poll carries
+them (``queue_fetch_wait``'s ``p_acks``), one call and one commit for the acks and the fetch.
 While the database is unreachable the outcomes wait in the queue, and go out once it answers
 again (the new primary, after a failover); the database fences a stale one by its lease epoch
 (G4). At stop, what is not out by the deadline is dropped: those messages come back after their
@@ -79,6 +82,11 @@ class Flusher:
         # the loop alone, read by the fetch loop: see FetchLoop.settle)
         self.taken = 0
         self.flushed = 0
+        # the hand-over to the fetch loop: whether it waits for outcomes to carry, and the batch
+        # handed to it (with its number in ``taken``), under one lock
+        self._carry_lock = threading.Lock()
+        self._carrier = False
+        self._handed: tuple[list[Pending], int] | None = None
 
     def enqueue(self, pending: Pending) -> None:
         self._pending.append(pending)
@@ -122,12 +130,56 @@ class Flusher:
                         len(batch),
                     )
                     break
+                if batch and self._hand_over(batch):
+                    continue
                 if batch:
                     self._flush(link, batch)
                 elif self.final.is_set():
                     break
         finally:
             self.done.set()
+
+    # the fetch loop's side of the hand-over ------------------------------------------------------
+
+    def wait_to_carry(self) -> None:
+        """The fetch loop waits for outcomes: a batch of acks alone goes to it from now on."""
+        with self._carry_lock:
+            self._carrier = True
+
+    @property
+    def handed(self) -> bool:
+        return self._handed is not None
+
+    def carry(self) -> tuple[list[Pending], int]:
+        """The fetch loop waits no more: the batch handed to it, if any, with its number
+        (``([], 0)``: none)."""
+        with self._carry_lock:
+            self._carrier = False
+            handed, self._handed = self._handed, None
+        return handed or ([], 0)
+
+    def carried(self, number: int, settled: int, stale: int, dead: int) -> None:
+        """The long poll that carried batch ``number`` returned: what its acks did."""
+        self._record("ack", settled, stale, dead)
+        self.flushed = max(self.flushed, number)
+
+    def give_back(self, batch: list[Pending]) -> None:
+        """A batch the fetch loop could not send (its call failed, or it stopped): the loop
+        sends it first."""
+        self._pending.extendleft(reversed(batch))
+        self._wake.set()
+
+    def _hand_over(self, batch: list[Pending]) -> bool:
+        """Give ``batch`` to the fetch loop when it waits for outcomes and ``batch`` is acks
+        alone (not at stop: the loop sends what is left itself)."""
+        if self.final.is_set() or any(p.outcome != "ack" for p in batch):
+            return False
+        with self._carry_lock:
+            if not self._carrier or self._handed is not None:
+                return False
+            self._handed = (batch, self.taken)
+        self._after()
+        return True
 
     def _past_deadline(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 from tenacity import RetryCallState
 
 from mysqlq import primary
-from mysqlq.connection import DSN, connect, execute_rows, parse_dsn, resolve_dsn
+from mysqlq.connection import DSN, connect, execute_results, execute_rows, parse_dsn, resolve_dsn
 from mysqlq.errors import ConnectionLost, ServerReadOnly, TransientError, translating
 from mysqlq.transient import check_window, retrying
 
@@ -183,6 +183,10 @@ class Link:
             give_up_when_stopping=give_up_when_stopping,
             give_up=give_up,
         )
+
+    def results(self, sql: str, args: tuple) -> list[list[dict]]:
+        """:meth:`rows`, returning every result set."""
+        return self.run(lambda conn: execute_results(conn, sql, args))
 
     def run(
         self,

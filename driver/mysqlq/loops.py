@@ -7,7 +7,9 @@
 * :class:`FetchLoop` — ``queue_fetch_wait`` for every partition held in one call: a long poll
   that waits inside the server, up to ``poll_interval``, until a held partition has work; the
   messages are buffered and their partitions' runners started; after a fetch that served every
-  partition held, it first waits for the flush of their outcomes (:meth:`FetchLoop.settle`);
+  partition held, it first waits for their outcomes (:meth:`FetchLoop.settle`): the flush of
+  them, or, when they are acks alone, the batch the flusher hands over, which the next long poll
+  carries (``p_acks``: one call and one commit for the acks and the fetch);
 * :class:`KeepaliveLoop` — every ``visibility_timeout / 3``, one ``queue_extend`` for every
   message held, running or buffered (G14); gives up on handlers past ``max_handler_time`` and
   releases buffered messages of partitions no longer held under their epoch;
@@ -30,7 +32,7 @@ from typing import Any, Protocol
 
 from mysqlq import _sql, codec
 from mysqlq.errors import Error
-from mysqlq.flusher import Flusher
+from mysqlq.flusher import Flusher, Pending
 from mysqlq.holdings import Holdings
 from mysqlq.link import Link, Reachability
 from mysqlq.message import Message
@@ -153,22 +155,30 @@ class FetchLoop:
         self.flusher = flusher
 
     def __call__(self) -> None:
-        s, control, holdings = self.settings, self.control, self.holdings
+        s, control, holdings, flusher = self.settings, self.control, self.holdings, self.flusher
         link = control.link(s, "fetch")
+        # the acks the next long poll carries (handed over by the flusher, see settle), and
+        # their batch's number
+        acks: list[Pending] = []
+        number = 0
         try:
             while not control.stopping.is_set():
                 room = s.max_buffered - holdings.buffered
                 if not holdings.holding(time.monotonic()) or room <= 0:
+                    if acks:
+                        flusher.give_back(acks)
+                        acks = []
                     self.idle()
                     continue
                 fetched_at = time.monotonic()
                 # a flush from now on may free a partition this fetch does not serve (see settle)
                 control.wake.clear()
                 try:
-                    # a long poll: the server waits up to poll_interval for work to appear on
-                    # the held partitions, looking every probe_interval (10 ms), so a message
-                    # is fetched about that soon after its commit
-                    rows = link.rows(
+                    # a long poll: the server acks what it carries, then waits up to
+                    # poll_interval for work to appear on the held partitions, looking every
+                    # probe_interval (10 ms), so a message is fetched about that soon after its
+                    # commit
+                    answers = link.results(
                         _sql.FETCH_WAIT,
                         (
                             s.group,
@@ -179,36 +189,52 @@ class FetchLoop:
                             room,
                             ms(s.poll_interval),
                             ms(s.probe_interval),
+                            codec.deliveries_json([p.message for p in acks]) if acks else None,
                         ),
                     )
                 except Error as exc:
+                    if acks:
+                        flusher.give_back(acks)
+                        acks = []
                     if control.stopping.is_set():
                         break
                     log.error("%s: fetch failed: %s", s.name, exc)
                     self.idle()
                     continue
+                rows = answers[0]
+                if acks:
+                    (done,) = answers[1]
+                    flusher.carried(
+                        number, int(done["settled"]), int(done["stale"]), int(done["dead_lettered"])
+                    )
+                    self.tally.count("acks_carried", len(acks))
+                    acks = []
                 if rows:
                     # (read before the messages go out: a flush that takes outcomes from now on
                     # may carry theirs)
-                    taken = self.flusher.taken
+                    taken = flusher.taken
                     # the server's deadline is at least this late: it read its clock after we sent
                     self.dispatch(rows, fetched_at + s.visibility_timeout)
-                    self.settle(rows, taken)
+                    acks, number = self.settle(rows, taken)
                 # the server has already waited when nothing came; after a partial fetch, the
                 # next long poll returns as soon as more work appears
                 if not rows and time.monotonic() - fetched_at < s.poll_interval / 2:
                     # the server saw work it could not deliver yet: do not spin on it
                     self.idle()
         finally:
+            if acks:
+                flusher.give_back(acks)
             link.close()
 
     def idle(self) -> None:
         self.control.wake.wait(self.settings.poll_interval)
         self.control.wake.clear()
 
-    def settle(self, rows: list[dict[str, Any]], taken: int) -> None:
+    def settle(self, rows: list[dict[str, Any]], taken: int) -> tuple[list[Pending], int]:
         """After a fetch that served every partition held, wait for a flush of their outcomes
-        before the next long poll, up to ``poll_interval``: until their messages are settled
+        before the next long poll, up to ``poll_interval``, or for the flusher to hand over a
+        batch of acks, which the next long poll carries (returned, with the batch's number;
+        ``([], 0)`` when none came): until their messages are settled
         those partitions have nothing to deliver (a partition's next batch waits for its last
         one), so the server's probe, every probe_interval, would only find the flush late and cost a
         read each time. The flush waited for is one that took its outcomes after the fetch's
@@ -219,16 +245,25 @@ class FetchLoop:
         so does the wait when the loop gains a partition."""
         served = {row["partition_id"] for row in rows}
         wake, until = self.control.wake, time.monotonic() + self.settings.poll_interval
-        while (
-            self.flusher.flushed <= taken
-            and served.issuperset(self.holdings.leases)
-            and not self.control.stopping.is_set()
-        ):
-            left = until - time.monotonic()
-            if left <= 0:
-                break
-            wake.wait(left)
-            wake.clear()
+        flusher = self.flusher
+        if not served.issuperset(self.holdings.leases):
+            return [], 0
+        flusher.wait_to_carry()
+        try:
+            while (
+                flusher.flushed <= taken
+                and not flusher.handed
+                and served.issuperset(self.holdings.leases)
+                and not self.control.stopping.is_set()
+            ):
+                left = until - time.monotonic()
+                if left <= 0:
+                    break
+                wake.wait(left)
+                wake.clear()
+        finally:
+            carried = flusher.carry()
+        return carried
 
     def dispatch(self, rows: list[dict[str, Any]], deadline: float) -> None:
         messages = [self.make(r) for r in rows]

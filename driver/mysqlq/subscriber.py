@@ -7,10 +7,12 @@ threads:
   rebalance and pick up new partitions (``queue_acquire_leases``);
 * **fetch** — ``queue_fetch_wait`` for every partition held in one call: a long poll that waits
   inside the server, up to ``poll_interval``, until a held partition has work, then fetches;
+  after a fetch that served every partition held, the next long poll carries their acks;
 * **keepalive** — every ``visibility_timeout / 3``, one ``queue_extend`` for every message the
   subscriber holds, running or buffered (G14), so no message it holds expires while it is alive;
   it also gives up on handlers past ``max_handler_time``;
-* **flush** — batches acks (and nacks, extends, dead letters, releases) into few calls;
+* **flush** — batches acks (and nacks, extends, dead letters, releases) into few calls, or
+  hands a batch of acks to the fetch loop when it waits for them;
 * **handlers** — ``concurrency`` threads (:class:`~mysqlq.handler_pool.HandlerPool`). A
   partition's messages run one after the other in offset order; different partitions run in
   parallel. With a ``batch_handler``, ``concurrency`` threads run batches instead

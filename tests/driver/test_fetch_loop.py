@@ -1,7 +1,9 @@
 """The subscriber's fetch loop between two fetches (issue 35): after a fetch that served every
-partition it holds, it waits for the flush of their outcomes before the next long poll (until
-they are settled those partitions have nothing to deliver, and the server's probe would find the
-flush up to 10 ms late); after a fetch that left a held partition out, it polls again at once.
+partition it holds, it waits for their outcomes before the next long poll (until they are
+settled those partitions have nothing to deliver, and the server's probe would find the flush up
+to 10 ms late), and that long poll carries their acks (queue_fetch_wait's p_acks: no ack call of
+its own); after a fetch that left a held partition out, it polls again at once, and the flush
+loop sends the acks.
 
 Each test counts the subscriber's own calls (its Link, wrapped) on a real server; poll_interval
 is 2 s, so that a loop waiting where it should not, or polling where it should wait, shows
@@ -10,12 +12,13 @@ plainly.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
 
 import pytest
-from helpers.support import wait_until
+from helpers.support import rows, wait_until
 
 import mysqlq
 from mysqlq import _sql, link
@@ -26,29 +29,45 @@ TOPIC = "loop"
 
 
 class Calls:
-    """Every FETCH_WAIT and ACK call of the subscriber's loops: (sql, started, ended)."""
+    """Every FETCH_WAIT and ACK call of the subscriber's loops: (sql, started, ended, acked),
+    ``acked`` the deliveries JSON an ACK sends or a FETCH_WAIT carries (None: none)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.done: list[tuple[str, float, float]] = []
+        self.done: list[tuple[str, float, float, str | None]] = []
         self.fetching_since: float | None = None
-        rows = link.Link.rows
+        # the acks the long poll in flight carries
+        self.carrying: str | None = None
+        for method in ("rows", "results"):
+            self._count(monkeypatch, method)
 
-        def counted(this: Any, sql: str, *args: Any, **kw: Any) -> Any:
+    def _count(self, monkeypatch: pytest.MonkeyPatch, method: str) -> None:
+        original = getattr(link.Link, method)
+
+        def counted(this: Any, sql: str, args: tuple, *more: Any, **kw: Any) -> Any:
             started = time.monotonic()
             if sql == _sql.FETCH_WAIT:
-                self.fetching_since = started
+                self.fetching_since, self.carrying = started, args[8]
             try:
-                return rows(this, sql, *args, **kw)
+                return original(this, sql, args, *more, **kw)
             finally:
                 if sql == _sql.FETCH_WAIT:
                     self.fetching_since = None
-                if sql in (_sql.FETCH_WAIT, _sql.ACK):
-                    self.done.append((sql, started, time.monotonic()))
+                    self.done.append((sql, started, time.monotonic(), args[8]))
+                elif sql == _sql.ACK:
+                    self.done.append((sql, started, time.monotonic(), args[1]))
 
-        monkeypatch.setattr(link.Link, "rows", counted)
+        monkeypatch.setattr(link.Link, method, counted)
 
-    def of(self, sql: str) -> list[tuple[str, float, float]]:
+    def of(self, sql: str) -> list[tuple[str, float, float, str | None]]:
         return [c for c in self.done if c[0] == sql]
+
+
+def _offsets(deliveries: str | None) -> set[int]:
+    """The offsets a deliveries JSON names (runs expanded)."""
+    out: set[int] = set()
+    for d in json.loads(deliveries or "[]"):
+        out.update(range(d[1], d[2] + 1) if len(d) == 4 else [d[1]])
+    return out
 
 
 def _subscriber(dsn: str, handler: Any) -> mysqlq.Subscriber:
@@ -57,27 +76,37 @@ def _subscriber(dsn: str, handler: Any) -> mysqlq.Subscriber:
     )
 
 
-def test_after_serving_every_partition_held_the_loop_waits_for_the_flush(dsn, client, monkeypatch):
+def test_after_serving_every_partition_held_the_next_long_poll_carries_the_acks(
+    dsn, client, conn, monkeypatch
+):
     calls = Calls(monkeypatch)
-    handled: list[str] = []
-    sub = _subscriber(dsn, lambda m: handled.append(m.id))
+    handled: list[int] = []
+    sub = _subscriber(dsn, lambda m: handled.append(m.offset))
     client.publish(TOPIC, b"x", key="a", id="a-1")
     sub.start()
     try:
-        wait_until(lambda: len(calls.of(_sql.ACK)) == 1, timeout=10)
-        # the fetch that served "a" (the one partition held) was followed by no call until the
-        # flush of its ack woke the loop: no long poll was in flight when the ack went out
-        in_flight = calls.fetching_since
-        (_, ack_started, ack_ended) = calls.of(_sql.ACK)[0]
+        wait_until(lambda: sub.stats().get("acked", 0) == 1, timeout=10)
+        # the fetch that served "a" (the one partition held) was followed by the long poll that
+        # carried its ack, sent once the handler had returned: no ack call of its own
         fetches = calls.of(_sql.FETCH_WAIT)
-        assert [c for c in fetches if c[2] <= ack_started], fetches
-        assert not [c for c in fetches if c[1] < ack_ended and c[2] > ack_started]
-        assert in_flight is None or in_flight >= ack_ended
-        # then the next long poll went out at once, not at the end of a 2-s poll
+        served = [i for i, c in enumerate(fetches) if c[3] is None and i + 1 < len(fetches)]
+        carried = [c for c in fetches if c[3] is not None]
+        assert len(carried) == 1 and _offsets(carried[0][3]) == {handled[0]}, fetches
+        assert fetches[served[-1] + 1] == carried[0], fetches
+        assert calls.of(_sql.ACK) == []
+        assert sub.stats().get("acks_carried") == 1
+        # that long poll waits in the server: a-2 is fetched as soon as it commits, not at the
+        # end of a 2-s poll
         client.publish(TOPIC, b"x", key="a", id="a-2")
-        wait_until(lambda: handled == ["a-1", "a-2"], timeout=1.5)
+        wait_until(lambda: len(handled) == 2, timeout=1.5)
+        wait_until(lambda: sub.stats().get("acked", 0) == 2, timeout=5)
+        assert calls.of(_sql.ACK) == []
     finally:
         sub.stop(timeout=10)
+    # both acks landed: the group's watermark passed both messages
+    assert rows(conn, "SELECT offset_acked FROM queue_offsets WHERE group_name = 'g'") == [
+        {"offset_acked": max(handled)}
+    ]
 
 
 def test_after_leaving_a_held_partition_out_the_loop_polls_at_once(dsn, client, monkeypatch):
@@ -101,7 +130,7 @@ def test_after_leaving_a_held_partition_out_the_loop_polls_at_once(dsn, client, 
         assert holding.wait(5)
         # the fetch that served "a" left "b" out (held, nothing new): the loop is back in a long
         # poll while a-2's handler runs, before anything is settled
-        (_, _, served_at) = calls.of(_sql.FETCH_WAIT)[-1]
+        (_, _, served_at, _) = calls.of(_sql.FETCH_WAIT)[-1]
         wait_until(lambda: (calls.fetching_since or 0) >= served_at, timeout=1.0)
         client.publish(TOPIC, b"x", key="b", id="b-2")
         wait_until(lambda: "b-2" in handled, timeout=1.5)
@@ -112,17 +141,18 @@ def test_after_leaving_a_held_partition_out_the_loop_polls_at_once(dsn, client, 
 
 
 def test_a_flush_of_earlier_outcomes_does_not_end_the_wait(dsn, client, monkeypatch):
-    """The flush of a-2 and a-3 ends while the long poll that brings a-4 is out: after that
-    fetch (it served "a", the one partition held) the loop waits for a-4's own flush, and no
-    long poll goes out until its ack has returned."""
+    """a-1's ack rides on a long poll that waits in the server while a-2's handler holds; the
+    flush loop sends a-2 and a-3's acks while that poll is out, and it brings a-4. After that
+    fetch (it served "a", the one partition held) the loop waits for a-4's own outcome, and the
+    next long poll carries a-4's ack."""
     release, holding = threading.Event(), threading.Event()
-    handled: list[str] = []
+    offsets: dict[str, int] = {}
 
     def handler(message: Any) -> None:
         if message.id == "a-2":
             holding.set()
             release.wait(10)
-        handled.append(message.id)
+        offsets[message.id] = message.offset
 
     calls = Calls(monkeypatch)
     sub = _subscriber(dsn, handler)
@@ -130,25 +160,23 @@ def test_a_flush_of_earlier_outcomes_does_not_end_the_wait(dsn, client, monkeypa
         client.publish(TOPIC, b"x", key="a", id=f"a-{i}")
     sub.start()
     try:
-        # a-1's ack is flushed alone while a-2's handler holds: the loop polls again, and a-4
-        # waits in the server for a-2 and a-3 to be acked (the batch still out)
+        # a-1's ack goes out alone on a long poll while a-2's handler holds; a-4 waits in the
+        # server for a-2 and a-3 to be acked (the batch still out)
         assert holding.wait(10)
-        wait_until(lambda: len(calls.of(_sql.ACK)) == 1, timeout=10)
-        wait_until(lambda: calls.fetching_since is not None, timeout=5)
+        wait_until(lambda: calls.carrying is not None, timeout=5)
+        assert _offsets(calls.carrying) == {offsets["a-1"]}
         client.publish(TOPIC, b"x", key="a", id="a-4")
         release.set()
-        wait_until(lambda: handled == ["a-1", "a-2", "a-3", "a-4"], timeout=5)
+        wait_until(lambda: len(offsets) == 4, timeout=5)
         wait_until(lambda: sub.stats().get("acked", 0) == 4, timeout=5)
         acks = calls.of(_sql.ACK)
         fetches = calls.of(_sql.FETCH_WAIT)
-        (served_a4,) = [c for c in fetches if acks[-2][2] <= c[2]][:1]
-        ack_a4 = acks[-1]
-        # the long poll that served a-4 returned after a-2 and a-3's flush; the next one went
-        # out only once a-4's ack had returned
-        later = [c for c in fetches if c[1] > served_a4[2]]
-        in_flight = calls.fetching_since
-        assert all(c[1] >= ack_a4[2] for c in later), (later, ack_a4)
-        assert in_flight is None or in_flight >= ack_a4[2]
+        # the flush loop sent a-2 and a-3's acks; the long poll that served a-4 returned after
+        # them, and the next one carried a-4's ack
+        assert set().union(*(_offsets(a[3]) for a in acks)) == {offsets["a-2"], offsets["a-3"]}
+        (served_a4,) = [c for c in fetches if acks[-1][2] <= c[2]][:1]
+        later = [c for c in fetches if c[1] >= served_a4[2]]
+        assert later and _offsets(later[0][3]) == {offsets["a-4"]}, (later, served_a4)
     finally:
         release.set()
         sub.stop(timeout=10)

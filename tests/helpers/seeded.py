@@ -123,6 +123,7 @@ SIGNATURES: dict[str, dict[str, Any]] = {
         "p_max_messages": 100,
         "p_wait_ms": 0,
         "p_probe_ms": None,
+        "p_acks": None,
         "p_now": None,
     },
     "queue_ack": {"p_group": GROUP, "p_deliveries": DELIVERIES, "p_now": None},

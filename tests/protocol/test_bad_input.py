@@ -351,6 +351,8 @@ PARAM_KINDS: dict[str, dict[str, list]] = {
             ("above_one_second", 1_001, ()),
             ("huge", 2**62, ()),
         ],
+        # NULL: nothing to ack
+        "p_acks": [v for v in DELIVERY_VALUES if v[0] != "null"],
         "p_now": NOW_VALUES,
     },
     "queue_ack": {

@@ -43,7 +43,7 @@ def _costs(conn, c: Consumer, n: int) -> tuple[int, int, int]:
     """The rows read by a long poll that finds nothing (its probe, then the fetch), by the fetch
     of one new message, and by its ack."""
     before = _reads(conn)
-    args = (c.group, TOPIC, c.name, 10, 30_000, 100, 0, None, None)
+    args = (c.group, TOPIC, c.name, 10, 30_000, 100, 0, None, None, None)
     assert call(conn, "queue_fetch_wait", *args) == []
     idle = _reads(conn) - before
     publish(conn, TOPIC, "k1", f"new-{n}", b"x")

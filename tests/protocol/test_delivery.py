@@ -312,7 +312,7 @@ def test_fetch_returns_each_partition_in_order_and_honours_max_messages(conn):
 
 
 def test_version_procedure(conn):
-    assert call(conn, "queue_version") == [{"version": "1.12"}]
+    assert call(conn, "queue_version") == [{"version": "1.13"}]
     # a procedure, not a function (creating a function needs SUPER where binary logging is on)
     assert (
         scalar(

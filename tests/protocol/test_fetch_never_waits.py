@@ -172,7 +172,18 @@ def test_the_long_poll_returns_at_once_while_the_dlq_partition_is_held(connect):
     app = connect()
     _begin(app)
     publish(app, "orders_dlq", "a", "app-1", b"app")
-    args = ("billing", "orders", "s1", 10, VISIBILITY_MS, 100, 2_000, None, t0 + VISIBILITY_MS)
+    args = (
+        "billing",
+        "orders",
+        "s1",
+        10,
+        VISIBILITY_MS,
+        100,
+        2_000,
+        None,
+        None,
+        t0 + VISIBILITY_MS,
+    )
     got, took = _timed(call, consumer_conn, "queue_fetch_wait", *args)
     assert took < LOCK_WAIT_S / 2, f"queue_fetch_wait took {took:.2f} s"
     assert got == []

@@ -280,13 +280,17 @@ def test_the_long_poll_waits_while_paused_and_wakes_on_resume(conn, connect) -> 
     _consumer(conn)
     call(conn, "queue_pause", TOPIC, GROUP)
     started = time.monotonic()
-    got = call(conn, "queue_fetch_wait", GROUP, TOPIC, "s1", 10, HOUR_MS, 100, 300, None, None)
+    got = call(
+        conn, "queue_fetch_wait", GROUP, TOPIC, "s1", 10, HOUR_MS, 100, 300, None, None, None
+    )
     assert got == [] and time.monotonic() - started >= 0.29  # waited, did not return at once
     other = connect()
     timer = threading.Timer(0.3, lambda: call(other, "queue_resume", TOPIC, GROUP))
     timer.start()
     started = time.monotonic()
-    got = call(conn, "queue_fetch_wait", GROUP, TOPIC, "s1", 10, HOUR_MS, 100, 10_000, None, None)
+    got = call(
+        conn, "queue_fetch_wait", GROUP, TOPIC, "s1", 10, HOUR_MS, 100, 10_000, None, None, None
+    )
     timer.join()
     assert len(got) == 1 and time.monotonic() - started < 5
 
@@ -297,7 +301,9 @@ def test_the_long_poll_waits_for_a_token(conn) -> None:
     _configure(conn, rate=4, burst=1)
     assert len(c.fetch()) == 1
     started = time.monotonic()
-    got = call(conn, "queue_fetch_wait", GROUP, TOPIC, "s1", 10, HOUR_MS, 100, 5_000, None, None)
+    got = call(
+        conn, "queue_fetch_wait", GROUP, TOPIC, "s1", 10, HOUR_MS, 100, 5_000, None, None, None
+    )
     waited = time.monotonic() - started
     assert len(got) == 1 and 0.1 <= waited < 2, waited
 

@@ -25,7 +25,7 @@ def _hold_partition(conn) -> None:
 
 def _wait(conn, wait_ms: int, probe_ms: int | None = None, group: str = GROUP) -> list[dict]:
     return call(
-        conn, "queue_fetch_wait", group, TOPIC, SUB, 10, HOUR_MS, 100, wait_ms, probe_ms, None
+        conn, "queue_fetch_wait", group, TOPIC, SUB, 10, HOUR_MS, 100, wait_ms, probe_ms, None, None
     )
 
 
@@ -117,7 +117,7 @@ def test_a_wait_that_finds_nothing_answers_as_an_empty_fetch_without_running_one
         conn, "queue_fetch", *args, None
     )
     wait_columns, waited, wait_statements = _columns_and_statements(
-        conn, "queue_fetch_wait", *args, 0, None, None
+        conn, "queue_fetch_wait", *args, 0, None, None, None
     )
     assert fetched == waited == []
     # the same result set a client reads: the same columns, in the same order
@@ -140,7 +140,7 @@ def _statements_of_wait(conn, wait_ms: int, probe_ms: int | None) -> tuple[int, 
     """The statements an empty wait ran (the session's Com_* counters) and its seconds."""
     t0 = time.monotonic()
     _, got, statements = _columns_and_statements(
-        conn, "queue_fetch_wait", GROUP, TOPIC, SUB, 10, HOUR_MS, 100, wait_ms, probe_ms, None
+        conn, "queue_fetch_wait", GROUP, TOPIC, SUB, 10, HOUR_MS, 100, wait_ms, probe_ms, None, None
     )
     assert got == []
     return statements, time.monotonic() - t0

@@ -62,7 +62,7 @@ def test_subscribe_lease_and_fetch_do_not_wait_on_the_first_publish_of_a_topic(
     assert held == [] and took < LOCK_WAIT_S  # the partition is not committed yet
     got, took = _timed(consumer.fetch)
     assert got == [] and took < LOCK_WAIT_S
-    args = ("billing", TOPIC, "s1", 10, 30_000, 100, 200, None, None)
+    args = ("billing", TOPIC, "s1", 10, 30_000, 100, 200, None, None, None)
     got, took = _timed(call, consumer.conn, "queue_fetch_wait", *args)
     assert got == [] and took < LOCK_WAIT_S
     assert _topic(conn) == []  # subscribe wrote no topic row of its own

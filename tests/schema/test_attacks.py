@@ -433,6 +433,10 @@ def _team_attacks(proc: str, their_delivery: str) -> list[dict[str, Any]]:
             {"p_deliveries": runs},
             {"p_group": THEIR_GROUP, "p_deliveries": runs},
         ]
+    if "p_acks" in params:
+        # a long poll on our own group and topic that carries acks of theirs
+        runs = json.dumps([[pid, off, off, tok] for pid, off, tok in json.loads(their_delivery)])
+        out += [{"p_acks": their_delivery}, {"p_acks": runs}]
     if "p_dlq_topic" in params:
         out += [{"p_group": "billing-new", "p_dlq_topic": f"{THEIRS}_dlq"}]
     if "p_messages" in params:

@@ -180,6 +180,7 @@ class Broker:
                 min(wait_ms, 60_000),
                 round(o.probe_interval * 1000),
                 None,
+                None,
             )
         else:
             rows = session.call(
