@@ -83,7 +83,8 @@ class Flusher:
         self.taken = 0
         self.flushed = 0
         # the hand-over to the fetch loop: whether it waits for outcomes to carry, and the batch
-        # handed to it (with its number in ``taken``), under one lock
+        # handed to it (with its number in ``taken``), under one lock (which also orders the two
+        # threads' moves of ``flushed``)
         self._carry_lock = threading.Lock()
         self._carrier = False
         self._handed: tuple[list[Pending], int] | None = None
@@ -161,7 +162,8 @@ class Flusher:
     def carried(self, number: int, settled: int, stale: int, dead: int) -> None:
         """The long poll that carried batch ``number`` returned: what its acks did."""
         self._record("ack", settled, stale, dead)
-        self.flushed = max(self.flushed, number)
+        with self._carry_lock:
+            self.flushed = max(self.flushed, number)
 
     def give_back(self, batch: list[Pending]) -> None:
         """A batch the fetch loop could not send (its call failed, or it stopped): the loop
@@ -217,5 +219,6 @@ class Flusher:
                 log.error("%s: %s of %d messages failed: %s", self.name, outcome, count, exc)
                 continue
             self._record(outcome, int(row["settled"]), int(row["stale"]), int(row["dead_lettered"]))
-        self.flushed = self.taken
+        with self._carry_lock:
+            self.flushed = max(self.flushed, self.taken)
         self._after()

@@ -21,7 +21,7 @@ import pytest
 from helpers.support import rows, wait_until
 
 import mysqlq
-from mysqlq import _sql, link
+from mysqlq import _sql, errors, link
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -180,3 +180,37 @@ def test_a_flush_of_earlier_outcomes_does_not_end_the_wait(dsn, client, monkeypa
     finally:
         release.set()
         sub.stop(timeout=10)
+
+
+def test_acks_a_failed_long_poll_carried_go_out_with_the_flush(dsn, client, conn, monkeypatch):
+    """The long poll that carries a-1's ack fails before it reaches the server: the acks go
+    back to the flush loop, which sends them with queue_ack; nothing is lost or delivered
+    twice."""
+    calls = Calls(monkeypatch)
+    results, failed = link.Link.results, []
+
+    def failing(this: Any, sql: str, args: tuple, *more: Any, **kw: Any) -> Any:
+        if sql == _sql.FETCH_WAIT and args[8] is not None and not failed:
+            failed.append(args[8])
+            raise errors.Error("the long poll failed (injected)")
+        return results(this, sql, args, *more, **kw)
+
+    monkeypatch.setattr(link.Link, "results", failing)
+    handled: list[int] = []
+    sub = _subscriber(dsn, lambda m: handled.append(m.offset))
+    client.publish(TOPIC, b"x", key="a", id="a-1")
+    sub.start()
+    try:
+        wait_until(lambda: sub.stats().get("acked", 0) == 1, timeout=10)
+        assert failed and _offsets(failed[0]) == set(handled)
+        (ack,) = calls.of(_sql.ACK)
+        assert _offsets(ack[3]) == set(handled)
+        client.publish(TOPIC, b"x", key="a", id="a-2")
+        wait_until(lambda: len(handled) == 2, timeout=5)
+        wait_until(lambda: sub.stats().get("acked", 0) == 2, timeout=5)
+    finally:
+        sub.stop(timeout=10)
+    assert handled == sorted(set(handled))
+    assert rows(conn, "SELECT offset_acked FROM queue_offsets WHERE group_name = 'g'") == [
+        {"offset_acked": max(handled)}
+    ]

@@ -72,6 +72,7 @@ from hypothesis.stateful import (
 )
 
 from mysqlq import errors
+from mysqlq.connection import call_all
 
 settings.register_profile(
     "ci",
@@ -471,7 +472,9 @@ class ProtocolMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ consuming
 
     @rule(g=st.sampled_from(sorted(GROUPS)), i=st.integers(0, 1))
-    def fetch(self, g, i) -> None:
+    def fetch(self, g, i, carried: list[list[int]] | None = None, acked=(0, 0)) -> None:
+        """queue_fetch; with ``carried`` (acks the model already applied, ``acked`` its (settled,
+        stale) counts), the long poll that carries them (queue_fetch_wait's p_acks, no wait)."""
         sub = SUBSCRIBERS[g][i]
         now = self.now()
         batch = GROUPS[g]
@@ -505,9 +508,18 @@ class ProtocolMachine(RuleBasedStateMachine):
                 ):
                     expected_dlq.append((pid, msg.offset))
         with self.others_unchanged(g):
-            got = call(
-                self.conn, "queue_fetch", g, self.topic, sub, batch, VISIBILITY_MS, 1000, now
-            )
+            if carried is None:
+                got = call(
+                    self.conn, "queue_fetch", g, self.topic, sub, batch, VISIBILITY_MS, 1000, now
+                )
+            else:
+                got, (done,) = call_all(
+                    self.conn, "queue_fetch_wait", g, self.topic, sub, batch, VISIBILITY_MS,
+                    1000, 0, None, json.dumps(carried), now,
+                )  # fmt: skip
+                assert (done["settled"], done["stale"], done["dead_lettered"]) == (*acked, 0), (
+                    f"carried acks {carried}: got {done}, model {acked} (G4)"
+                )
         if held_back:
             expected_dlq = self._observe_held_back_fetch(g, served, opened_before, expected_dlq)
             self._check_limits(g, got, now, in_flight_before)
@@ -631,6 +643,37 @@ class ProtocolMachine(RuleBasedStateMachine):
     @rule(g=st.sampled_from(sorted(GROUPS)), i=st.integers(0, 1))
     def fetch_more(self, g, i) -> None:
         self.fetch(g, i)
+
+    @precondition(lambda self: self.m.deliveries)
+    @rule(
+        g=st.sampled_from(sorted(GROUPS)),
+        i=st.integers(0, 1),
+        picks=st.lists(st.integers(0, 1000), min_size=1, max_size=4),
+    )
+    def fetch_carrying_acks(self, g, i, picks) -> None:
+        """The subscriber's common cycle: the long poll acks the group's picked deliveries (the
+        model applies them first, as the server does), then fetches. Not under a pause or a
+        limit, where the long poll does not look (queue_fetch's held-back fetch is modelled)."""
+        if g in self.paused or self.topic_paused or self.limits[g].any:
+            return
+        ours = [d for d in self.m.deliveries if d.group == g]
+        if not ours:
+            return
+        chosen = {}
+        for p in picks:
+            d = ours[p % len(ours)]
+            chosen[(d.pid, d.offset, d.token)] = d
+        settled = stale = 0
+        for d in chosen.values():
+            s = self.state(g, d.pid, d.offset)
+            if s.done or s.token != d.token:
+                stale += 1
+            else:
+                settled += 1
+                s.done, s.token = "ack", None
+        for pid in {d.pid for d in chosen.values()}:
+            self.advance_wm(g, pid)
+        self.fetch(g, i, [list(k) for k in sorted(chosen)], (settled, stale))
 
     def _settle(self, proc: str, picks: list[int], *extra) -> None:
         # mostly current deliveries; a pick below 200 may be any delivery, often a stale one (G4)
