@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from mysqlq import codec
+from mysqlq.connection import execute_rows as call
 from mysqlq.schema.render import read_schema
 from mysqlq_dev import harness
 from mysqlq_dev.bench import server as bench_server
@@ -37,18 +38,6 @@ ROOT = Path(__file__).resolve().parents[1]
 KEYS = 64
 VISIBILITY_MS = 30_000
 MODES = ("two calls", "carried")
-
-
-def call(conn: Any, sql: str, args: tuple) -> list[tuple]:
-    cur = conn.cursor()
-    try:
-        cur.execute(sql, args)
-        rows = list(cur.fetchall())
-        while cur.nextset():
-            pass
-        return rows
-    finally:
-        cur.close()
 
 
 def backlog(conn: Any, topic: str, count: int) -> None:
@@ -72,7 +61,7 @@ def drain(conn: Any, topic: str, count: int, most: int, carried: bool) -> int:
         if not rows:
             raise SystemExit(f"{topic}: the fetch returned nothing after {got} messages")
         got += len(rows)
-        acks = codec.keys_json([(int(r[0]), int(r[1]), int(r[2])) for r in rows])
+        acks = codec.keys_json([(r["partition_id"], r["offset"], r["token"]) for r in rows])
         if not carried:
             call(conn, "CALL queue_ack(%s, %s, NULL)", ("g", acks))
             calls += 1

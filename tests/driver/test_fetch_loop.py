@@ -70,6 +70,21 @@ def _offsets(deliveries: str | None) -> set[int]:
     return out
 
 
+def _watermark(conn: Any) -> int:
+    """Group g's watermark on its one partition: every offset up to it is acked."""
+    (row,) = rows(conn, "SELECT offset_acked FROM queue_offsets WHERE group_name = 'g'")
+    return int(row["offset_acked"])
+
+
+def _handled_in_order(dsn: str, client: Any) -> tuple[mysqlq.Subscriber, list[int]]:
+    """A started subscriber whose handler records the offsets it ran, and a-1 published."""
+    handled: list[int] = []
+    sub = _subscriber(dsn, lambda m: handled.append(m.offset))
+    client.publish(TOPIC, b"x", key="a", id="a-1")
+    sub.start()
+    return sub, handled
+
+
 def _subscriber(dsn: str, handler: Any) -> mysqlq.Subscriber:
     return mysqlq.Subscriber(
         dsn, topic=TOPIC, group="g", handler=handler, poll_interval=2.0, concurrency=2
@@ -80,10 +95,7 @@ def test_after_serving_every_partition_held_the_next_long_poll_carries_the_acks(
     dsn, client, conn, monkeypatch
 ):
     calls = Calls(monkeypatch)
-    handled: list[int] = []
-    sub = _subscriber(dsn, lambda m: handled.append(m.offset))
-    client.publish(TOPIC, b"x", key="a", id="a-1")
-    sub.start()
+    sub, handled = _handled_in_order(dsn, client)
     try:
         wait_until(lambda: sub.stats().get("acked", 0) == 1, timeout=10)
         # the fetch that served "a" (the one partition held) was followed by the long poll that
@@ -104,9 +116,7 @@ def test_after_serving_every_partition_held_the_next_long_poll_carries_the_acks(
     finally:
         sub.stop(timeout=10)
     # both acks landed: the group's watermark passed both messages
-    assert rows(conn, "SELECT offset_acked FROM queue_offsets WHERE group_name = 'g'") == [
-        {"offset_acked": max(handled)}
-    ]
+    assert _watermark(conn) == max(handled)
 
 
 def test_after_leaving_a_held_partition_out_the_loop_polls_at_once(dsn, client, monkeypatch):
@@ -196,10 +206,7 @@ def test_acks_a_failed_long_poll_carried_go_out_with_the_flush(dsn, client, conn
         return results(this, sql, args, *more, **kw)
 
     monkeypatch.setattr(link.Link, "results", failing)
-    handled: list[int] = []
-    sub = _subscriber(dsn, lambda m: handled.append(m.offset))
-    client.publish(TOPIC, b"x", key="a", id="a-1")
-    sub.start()
+    sub, handled = _handled_in_order(dsn, client)
     try:
         wait_until(lambda: sub.stats().get("acked", 0) == 1, timeout=10)
         assert failed and _offsets(failed[0]) == set(handled)
@@ -211,6 +218,4 @@ def test_acks_a_failed_long_poll_carried_go_out_with_the_flush(dsn, client, conn
     finally:
         sub.stop(timeout=10)
     assert handled == sorted(set(handled))
-    assert rows(conn, "SELECT offset_acked FROM queue_offsets WHERE group_name = 'g'") == [
-        {"offset_acked": max(handled)}
-    ]
+    assert _watermark(conn) == max(handled)
