@@ -332,6 +332,16 @@ IF p_user IS NULL OR CHAR_LENGTH(p_user) NOT BETWEEN 1 AND 80 THEN
     END IF
 {%- endmacro %}
 
+{#- queue_fetch's checks after its names (queue_fetch_wait makes them too, before its wait): the
+    batch size, the visibility, the most messages, the clock and the consumer's access. -#}
+{% macro check_fetch_args() -%}
+{{ check_count('p_batch_size', 10000) }};
+    {{ check_ms('p_visibility_ms', low=1, allow_null=False) }};
+    {{ check_count('p_max_messages', 100000) }};
+    {{ check_now() }};
+    {{ check_consumer() }}
+{%- endmacro %}
+
 {#- A consumer's group and topic: both must be allowed to the invoking account. -#}
 {% macro check_consumer(group='p_group', topic='p_topic') -%}
 {{ check_acl('consume', topic, 'this topic') }};

@@ -16,11 +16,7 @@ BEGIN
     {{ m.check_identifier('p_group') }};
     {{ m.check_identifier('p_topic') }};
     {{ m.check_name('p_subscriber') }};
-    {{ m.check_count('p_batch_size', 10000) }};
-    {{ m.check_ms('p_visibility_ms', low=1, allow_null=False) }};
-    {{ m.check_count('p_max_messages', 100000) }};
-    {{ m.check_now() }};
-    {{ m.check_consumer() }};
+    {{ m.check_fetch_args() }};
     -- (in a transaction of its own: call it with none open)
     CALL queue__fetch(p_group, p_topic, p_subscriber, p_batch_size, p_visibility_ms, p_max_messages, p_now, 0);
 END

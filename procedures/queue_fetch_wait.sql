@@ -59,11 +59,7 @@ BEGIN
         {{ m.fail(m.E_DURATION, 'p_probe_ms must be NULL (10 ms) or between 1 and 1000 ms') }};
     END IF;
     -- queue_fetch's own checks, before the wait: a wait that finds nothing does not call it
-    {{ m.check_count('p_batch_size', 10000) }};
-    {{ m.check_ms('p_visibility_ms', low=1, allow_null=False) }};
-    {{ m.check_count('p_max_messages', 100000) }};
-    {{ m.check_now() }};
-    {{ m.check_consumer() }};
+    {{ m.check_fetch_args() }};
     IF p_acks IS NOT NULL THEN
         {{ m.check_deliveries('p_acks') }};
         {{ m.check_settle_access(deliveries='p_acks') }};

@@ -659,21 +659,13 @@ class ProtocolMachine(RuleBasedStateMachine):
         ours = [d for d in self.m.deliveries if d.group == g]
         if not ours:
             return
-        chosen = {}
-        for p in picks:
-            d = ours[p % len(ours)]
-            chosen[(d.pid, d.offset, d.token)] = d
-        settled = stale = 0
-        for d in chosen.values():
-            s = self.state(g, d.pid, d.offset)
-            if s.done or s.token != d.token:
-                stale += 1
-            else:
-                settled += 1
-                s.done, s.token = "ack", None
-        for pid in {d.pid for d in chosen.values()}:
+        chosen = {(d.pid, d.offset, d.token): d for d in (ours[p % len(ours)] for p in picks)}
+        ds = [chosen[k] for k in sorted(chosen)]
+        # (an ack reads no clock)
+        triples, settled, stale, _ = self._apply_outcome("queue_ack", g, ds, None)
+        for pid in {d.pid for d in ds}:
             self.advance_wm(g, pid)
-        self.fetch(g, i, [list(k) for k in sorted(chosen)], (settled, stale))
+        self.fetch(g, i, triples, (settled, stale))
 
     def _settle(self, proc: str, picks: list[int], *extra) -> None:
         # mostly current deliveries; a pick below 200 may be any delivery, often a stale one (G4)
@@ -693,6 +685,24 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     def _settle_group(self, proc: str, g: str, ds: list[Delivery], *extra) -> None:
         now = self.now()
+        triples, settled, stale, dead = self._apply_outcome(proc, g, ds, now, *extra)
+        with self.others_unchanged(g):
+            result = call(self.conn, proc, g, json.dumps(triples), *extra, now)[0]
+        assert (result["settled"], result["stale"], result["dead_lettered"]) == (
+            settled,
+            stale,
+            dead,
+        ), f"{proc} {triples}: got {result}, model {(settled, stale, dead)} (G4, G10)"
+        if proc == "queue_extend" and settled:
+            self._extend_cursor_batches(g, ds, now + extra[0])
+        for pid in {d.pid for d in ds}:
+            self.advance_wm(g, pid)
+
+    def _apply_outcome(
+        self, proc: str, g: str, ds: list[Delivery], now: int | None, *extra
+    ) -> tuple[list[list[int]], int, int, int]:
+        """The model's side of settle procedure ``proc`` on ``ds``: their triples, and how many
+        it settles, finds stale and dead-letters (its watermarks are the caller's to move)."""
         settled = stale = dead = 0
         triples = []
         for d in ds:
@@ -719,17 +729,7 @@ class ProtocolMachine(RuleBasedStateMachine):
                 s.token, s.attempts = None, s.attempts - 1
             if s.done == "dlq":
                 self.m.dlq[g].append((d.pid, d.offset))
-        with self.others_unchanged(g):
-            result = call(self.conn, proc, g, json.dumps(triples), *extra, now)[0]
-        assert (result["settled"], result["stale"], result["dead_lettered"]) == (
-            settled,
-            stale,
-            dead,
-        ), f"{proc} {triples}: got {result}, model {(settled, stale, dead)} (G4, G10)"
-        if proc == "queue_extend" and settled:
-            self._extend_cursor_batches(g, ds, now + extra[0])
-        for pid in {d.pid for d in ds}:
-            self.advance_wm(g, pid)
+        return triples, settled, stale, dead
 
     def _extend_cursor_batches(self, g: str, ds: list[Delivery], until: int) -> None:
         """An extend of a message of the current cursor batch (one without a delivery-state row)
