@@ -18,6 +18,7 @@ BEGIN  -- noqa: LT02
     DECLARE v_ranked TINYINT DEFAULT 0;
     DECLARE v_ranges TINYINT DEFAULT 0;
     DECLARE v_new_parts INT DEFAULT 0;
+    DECLARE v_emptied TINYINT DEFAULT 0;
     DECLARE v_error {{ m.text('VARCHAR(255)') }} DEFAULT NULL;
     DECLARE v_error_idx INT DEFAULT NULL;
     DECLARE v_conflict INT DEFAULT 0;
@@ -195,6 +196,14 @@ BEGIN  -- noqa: LT02
         ELSE
             {{ m.move_sequences() }};
         END IF;
+        -- on MySQL, a small intake answered with ranges alone (no row of it read again): emptied
+        -- in our own transaction by a DELETE, quicker there than the TRUNCATE below (a batch of 25
+        -- over 16 keys: an eighth less time a call); on MariaDB the TRUNCATE is the quicker
+        IF v_own_transaction = 1 AND v_conflict = 0 AND v_ranges = 1 AND v_rows <= 32
+            AND VERSION() NOT LIKE '%MariaDB%' THEN
+            DELETE FROM queue__intake;
+            SET v_emptied = 1;
+        END IF;
 
         {{ m.commit_if_own_transaction() }};
         -- (a partition created here changed LAST_INSERT_ID(): the caller's is put back)
@@ -252,10 +261,10 @@ BEGIN  -- noqa: LT02
                 ON tp.partition_id = msg.partition_id AND i.msg_id = msg.message_id AND msg.id_key = 0
             ORDER BY i.idx;
         END IF;
-        IF v_own_transaction = 1 THEN
+        IF v_emptied = 0 AND v_own_transaction = 1 THEN
             -- (outside any transaction: TRUNCATE commits)
             TRUNCATE TABLE queue__intake;
-        ELSE
+        ELSEIF v_emptied = 0 THEN
             DELETE FROM queue__intake;
         END IF;
     END IF;
