@@ -19,13 +19,20 @@ index entries read in order, and rows scanned). For scale, it first times two pl
 the same way (ten times as many rounds): a point ``SELECT`` by primary key, and an autocommit
 single-row ``UPDATE`` (with its commit) of a table of its own.
 
+``--statements`` then splits each call into the statements it ran inside the server, from the
+sessions' ``SHOW PROFILES`` (both servers list the statements a procedure runs, each with its
+wall time in the server: on a quiet server, about its CPU): per call, the median time of each
+statement (a statement run several times a call counted as one), the largest first, over
+``--rounds`` more rounds. The publish goes through the driver's intake, as ``publish_batch``
+sends it (its intake ``INSERT`` is a statement of its own).
+
 ``--delayed N`` first publishes ``N`` messages due in an hour on the same keys and moves the
 consumer's cursors past them (each waits in a delivery-state row of the group): what the calls
 cost while a group keeps delayed messages. ``--source DIR`` renders the routines of another
 checkout (an older revision, to compare).
 
 Usage: python scripts/call_costs.py [--dsn mysql://root@127.0.0.1:3306] [--messages 1,10,40]
-       [--rounds 300] [--keys 64] [--delayed 0] [--source DIR]
+       [--rounds 300] [--keys 64] [--delayed 0] [--statements] [--source DIR]
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import mysqlq
-from mysqlq import _sql, codec, connection
+from mysqlq import _sql, batch, codec, connection, intake
 from mysqlq.connection import execute_rows
 from mysqlq.schema.render import read_schema
 from mysqlq_dev import harness
@@ -48,6 +55,47 @@ TOPIC, GROUP, NAME = "costs", "g", "consumer"
 WARMUP = 20
 HOUR_S = 3600
 READS = "SHOW SESSION STATUS WHERE Variable_name IN ('Handler_read_next', 'Handler_read_rnd_next')"
+
+
+class Statements:
+    """The statements a session runs inside the server, from its ``SHOW PROFILES`` (profiling
+    on from here; the server keeps the last 100)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        execute_rows(conn, "SET profiling_history_size = 100")
+        execute_rows(conn, "SET profiling = 1")
+        self.seen = self._last()
+
+    def _profiles(self) -> list[tuple[int, float, str]]:
+        rows = execute_rows(self.conn, "SHOW PROFILES", tuples=True)
+        out = []
+        for query_id, duration, query in rows:
+            text = query.decode("utf-8", "replace") if isinstance(query, bytes) else str(query)
+            out.append((int(query_id), float(duration or 0), text))
+        return out
+
+    def _last(self) -> int:
+        return max((q for q, _, _ in self._profiles()), default=0)
+
+    def take(self) -> dict[str, float]:
+        """Each statement run since the last take (its first 100 characters, one line; the
+        intake's INSERTs as one): seconds in the server, summed over its runs."""
+        out: dict[str, float] = {}
+        profiles = self._profiles()
+        for query_id, duration, query in profiles:
+            if query_id <= self.seen:
+                continue
+            text = " ".join(query.split())
+            if text.startswith("INSERT INTO queue__intake "):
+                text = "INSERT INTO queue__intake (the driver's rows)"
+            text = text[:100]
+            out[text] = out.get(text, 0.0) + duration
+        self.seen = max((q for q, _, _ in profiles), default=self.seen)
+        if len([q for q, _, _ in profiles if q > self.seen - 100]) >= 100 and out:
+            # (a call of more than 100 statements: the oldest are not listed)
+            out["(more statements than the server lists)"] = 0.0
+        return out
 
 
 class Rounds:
@@ -99,6 +147,40 @@ class Rounds:
     def ack(self, rows: list[dict[str, Any]]) -> None:
         keys = [(r["partition_id"], r["offset"], r["token"]) for r in rows]
         self.call(_sql.ACK, (GROUP, codec.keys_json(keys)))
+
+    def statements(self, n: int, rounds: int, dsn: str) -> dict[str, dict[str, float]]:
+        """Per call kind: each statement's median seconds a call, over ``rounds`` rounds."""
+        publisher = connection.connect(dsn)
+        try:
+            limit = intake.limits(publisher, batch=True)
+            published, consumed = Statements(publisher), Statements(self.conn)
+            runs: dict[str, list[dict[str, float]]] = {"publish": [], "fetch": [], "ack": []}
+            for r in range(WARMUP + rounds):
+                items = [
+                    {"payload": b"x" * 100, "key": f"k{(r * 7 + i) % self.keys}"} for i in range(n)
+                ]
+                for chunk in batch.checked_chunks(items, n, limit):
+                    intake.publish(publisher, TOPIC, chunk, joined=False)
+                done = {"publish": published.take()}
+                consumed.take()
+                rows = self.fetch()
+                done["fetch"] = consumed.take()
+                self.ack(rows)
+                done["ack"] = consumed.take()
+                if len(rows) != n:
+                    raise SystemExit(f"a fetch found {len(rows)} messages, not {n}")
+                if r >= WARMUP:
+                    for kind, took in done.items():
+                        runs[kind].append(took)
+        finally:
+            publisher.close()
+        out = {}
+        for kind, calls in runs.items():
+            texts = {text for took in calls for text in took}
+            out[kind] = {
+                text: statistics.median(took.get(text, 0.0) for took in calls) for text in texts
+            }
+        return out
 
     def reference(self, rounds: int) -> dict[str, tuple[float | None, float]]:
         """A point SELECT and an autocommit single-row UPDATE: (server CPU ms, median wait ms)."""
@@ -173,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--keys", type=int, default=64, help="keys (partitions) of the topic")
     parser.add_argument("--delayed", type=int, default=0, help="delayed messages waiting")
+    parser.add_argument(
+        "--statements", action="store_true", help="then each call's statements in the server"
+    )
     parser.add_argument("--source", type=Path, default=ROOT, help="checkout to render from")
     args = parser.parse_args(argv)
     sizes = [int(n) for n in args.messages.split(",")]
@@ -202,6 +287,14 @@ def main(argv: list[str] | None = None) -> int:
             ]
             widths = (14, 22, 22)
             print(f"{n:>16} " + " ".join(f"{c:>{w}}" for c, w in zip(cells, widths, strict=True)))
+        if args.statements:
+            for n in sizes:
+                print(f"\n{n} messages a call: each statement's median time in the server, µs")
+                for kind, took in rounds.statements(n, args.rounds, db.dsn).items():
+                    print(f"  {kind}: {sum(took.values()) * 1e6:,.0f} in all")
+                    for text, seconds in sorted(took.items(), key=lambda kv: -kv[1]):
+                        if seconds * 1e6 >= 0.5:
+                            print(f"    {seconds * 1e6:7,.0f}  {text}")
     return 0
 
 

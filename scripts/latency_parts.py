@@ -17,11 +17,13 @@ Then where the wait from the publish call's return to the fetch went, by what th
 partition was doing when the call returned (its commit, or just after):
 
   * its partition had a batch out (fetched, its outcomes not yet flushed): the wait for that
-    flush (the ack call's return), then from the flush to the fetch that brought the message;
+    flush (the ack call's return, or that of the long poll that carried the acks), then from
+    the flush to the fetch that brought the message;
   * its partition had nothing out: the wait for the next fetch that served it.
 
 And the subscriber's own calls over the same span: how many a second, their median and p90
-time, and the rows a call returned (a settle call returns one).
+time, and the rows a call returned (a settle call returns one; a long poll that carried acks is
+counted apart, by the messages it fetched).
 
 ``mysqlq bench --only steady`` measures the whole with batch publishers and two subscriber
 processes; this script splits it. A throwaway database on the server is created and dropped.
@@ -101,7 +103,9 @@ class Timeline:
     @contextlib.contextmanager
     def recording(self) -> Any:
         dispatch, flush, rows = loops.FetchLoop.dispatch, flusher.Flusher._flush, link.Link.rows
+        results, carry, carried = link.Link.results, flusher.Flusher.carry, flusher.Flusher.carried
         timeline = self
+        handed: dict[int, set[int]] = {}  # a batch of acks handed to the long poll: partitions
 
         def timed_dispatch(self: Any, fetched: list[dict[str, Any]], deadline: float) -> None:
             now = time.time()
@@ -123,15 +127,42 @@ class Timeline:
             timeline.calls.append((sql.split("(")[0], started, time.time(), len(out)))
             return out
 
+        def timed_results(self: Any, sql: str, args: Any = ()) -> Any:
+            # the long poll (queue_fetch_wait), with or without acks it carries
+            started = time.time()
+            out = results(self, sql, args)
+            kind = sql.split("(")[0] + (" carrying acks" if len(out) > 1 else "")
+            timeline.calls.append((kind, started, time.time(), len(out[0])))
+            return out
+
+        def timed_carry(self: Any) -> Any:
+            batch, number = carry(self)
+            if batch:
+                handed[number] = {pending.message.partition_id for pending in batch}
+            return batch, number
+
+        def timed_carried(self: Any, number: int, *outcome: int) -> None:
+            # acks carried by a long poll: flushed when it returned
+            carried(self, number, *outcome)
+            now = time.time()
+            for pid in handed.pop(number, ()):
+                timeline.flushes.setdefault(pid, []).append(now)
+
         loops.FetchLoop.dispatch = timed_dispatch  # type: ignore[method-assign]
         flusher.Flusher._flush = timed_flush  # type: ignore[method-assign]
         link.Link.rows = timed_rows  # type: ignore[method-assign]
+        link.Link.results = timed_results  # type: ignore[method-assign]
+        flusher.Flusher.carry = timed_carry  # type: ignore[method-assign]
+        flusher.Flusher.carried = timed_carried  # type: ignore[method-assign]
         try:
             yield self
         finally:
             loops.FetchLoop.dispatch = dispatch  # type: ignore[method-assign]
             flusher.Flusher._flush = flush  # type: ignore[method-assign]
             link.Link.rows = rows  # type: ignore[method-assign]
+            link.Link.results = results  # type: ignore[method-assign]
+            flusher.Flusher.carry = carry  # type: ignore[method-assign]
+            flusher.Flusher.carried = carried  # type: ignore[method-assign]
 
     def split(self, pid: int, returned: float, fetched: float) -> tuple[float, float] | None:
         """``(return -> flush, flush -> fetched)`` when partition ``pid`` had a batch out at
@@ -199,6 +230,8 @@ def parts(
 ) -> None:
     """Where the wait from each publish call's return to its message's fetch went, and the
     subscriber's calls over the span of the messages."""
+    for times in (*timeline.fetches.values(), *timeline.flushes.values()):
+        times.sort()  # (stamped by two threads)
     out_then: list[tuple[float, float]] = []
     idle: list[float] = []
     for sent, pid, fetched, _handled in seen:

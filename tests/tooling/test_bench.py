@@ -62,6 +62,20 @@ def test_the_publish_floor_script_measures_every_path_and_profiles_a_batch(serve
     assert "INSERT INTO queue_messages" in profile
 
 
+def test_the_call_costs_script_splits_each_call_into_the_statements_it_ran(server, capsys) -> None:
+    costs = _script("call_costs")
+    argv = ["--dsn", server.dsn, "--messages", "2", "--rounds", "2", "--keys", "4"]
+    assert costs.main([*argv, "--statements"]) == 0
+    split = capsys.readouterr().out.split("2 messages a call: each statement")[1]
+    publish, rest = split.split("  publish: ")[1].split("  fetch: ")
+    fetch, ack = rest.split("  ack: ")
+    # the statements each procedure runs, as the server lists them (on both servers)
+    assert "INSERT INTO queue__intake (the driver's rows)" in publish
+    assert "INSERT INTO queue_messages" in publish
+    assert "COMMIT" in publish and "COMMIT" in fetch and "COMMIT" in ack
+    assert "INSERT INTO queue_offsets" in fetch and "INSERT INTO queue_offsets" in ack
+
+
 def test_the_publish_floor_script_can_run_the_batch_paths_alone(server, capsys) -> None:
     floor = _script("bench_publish_floor")
     argv = ["--dsn", server.dsn, "--rounds", "1", "--batches", "1", "--batch-only"]
