@@ -83,6 +83,10 @@ class Statements:
         intake's INSERTs as one): seconds in the server, summed over its runs."""
         out: dict[str, float] = {}
         profiles = self._profiles()
+        new = [query_id for query_id, _, _ in profiles if query_id > self.seen]
+        if new and min(new) > self.seen + 1:
+            # (the server lists the last 100 statements: a call ran more)
+            raise SystemExit("a call ran more statements than SHOW PROFILES lists (100)")
         for query_id, duration, query in profiles:
             if query_id <= self.seen:
                 continue
@@ -91,10 +95,7 @@ class Statements:
                 text = "INSERT INTO queue__intake (the driver's rows)"
             text = text[:100]
             out[text] = out.get(text, 0.0) + duration
-        self.seen = max((q for q, _, _ in profiles), default=self.seen)
-        if len([q for q, _, _ in profiles if q > self.seen - 100]) >= 100 and out:
-            # (a call of more than 100 statements: the oldest are not listed)
-            out["(more statements than the server lists)"] = 0.0
+        self.seen = max(new, default=self.seen)
         return out
 
 
