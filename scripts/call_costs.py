@@ -163,7 +163,6 @@ class Rounds:
                 for chunk in batch.checked_chunks(items, n, limit):
                     intake.publish(publisher, TOPIC, chunk, joined=False)
                 done = {"publish": published.take()}
-                consumed.take()
                 rows = self.fetch()
                 done["fetch"] = consumed.take()
                 self.ack(rows)
