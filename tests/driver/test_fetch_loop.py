@@ -28,12 +28,16 @@ pytestmark = pytest.mark.timeout(60)
 TOPIC = "loop"
 
 
+Call = tuple[str, float, float, str | None, frozenset]
+
+
 class Calls:
-    """Every FETCH_WAIT and ACK call of the subscriber's loops: (sql, started, ended, acked),
-    ``acked`` the deliveries JSON an ACK sends or a FETCH_WAIT carries (None: none)."""
+    """Every FETCH_WAIT and ACK call of the subscriber's loops: (sql, started, ended, acked,
+    fetched), ``acked`` the deliveries JSON an ACK sends or a FETCH_WAIT carries (None: none),
+    ``fetched`` the offsets a FETCH_WAIT brought."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.done: list[tuple[str, float, float, str | None]] = []
+        self.done: list[Call] = []
         self.fetching_since: float | None = None
         # the acks the long poll in flight carries
         self.carrying: str | None = None
@@ -47,18 +51,23 @@ class Calls:
             started = time.monotonic()
             if sql == _sql.FETCH_WAIT:
                 self.fetching_since, self.carrying = started, args[8]
+            out = None
             try:
-                return original(this, sql, args, *more, **kw)
+                out = original(this, sql, args, *more, **kw)
+                return out
             finally:
                 if sql == _sql.FETCH_WAIT:
                     self.fetching_since = None
-                    self.done.append((sql, started, time.monotonic(), args[8]))
+                    # (a long poll goes through Link.results: its first result set)
+                    rows = out[0] if out and method == "results" else []
+                    fetched = frozenset(r["offset"] for r in rows)
+                    self.done.append((sql, started, time.monotonic(), args[8], fetched))
                 elif sql == _sql.ACK:
-                    self.done.append((sql, started, time.monotonic(), args[1]))
+                    self.done.append((sql, started, time.monotonic(), args[1], frozenset()))
 
         monkeypatch.setattr(link.Link, method, counted)
 
-    def of(self, sql: str) -> list[tuple[str, float, float, str | None]]:
+    def of(self, sql: str) -> list[Call]:
         return [c for c in self.done if c[0] == sql]
 
 
@@ -140,7 +149,7 @@ def test_after_leaving_a_held_partition_out_the_loop_polls_at_once(dsn, client, 
         assert holding.wait(5)
         # the fetch that served "a" left "b" out (held, nothing new): the loop is back in a long
         # poll while a-2's handler runs, before anything is settled
-        (_, _, served_at, _) = calls.of(_sql.FETCH_WAIT)[-1]
+        served_at = calls.of(_sql.FETCH_WAIT)[-1][2]
         wait_until(lambda: (calls.fetching_since or 0) >= served_at, timeout=1.0)
         client.publish(TOPIC, b"x", key="b", id="b-2")
         wait_until(lambda: "b-2" in handled, timeout=1.5)
@@ -181,10 +190,12 @@ def test_a_flush_of_earlier_outcomes_does_not_end_the_wait(dsn, client, monkeypa
         wait_until(lambda: sub.stats().get("acked", 0) == 4, timeout=5)
         acks = calls.of(_sql.ACK)
         fetches = calls.of(_sql.FETCH_WAIT)
-        # the flush loop sent a-2 and a-3's acks; the long poll that served a-4 returned after
-        # them, and the next one carried a-4's ack
+        # the flush loop sent a-2 and a-3's acks; the long poll that served a-4 (which the
+        # server found once they committed: it may return before their call does) did not
+        # carry them, and the next one carried a-4's ack
         assert set().union(*(_offsets(a[3]) for a in acks)) == {offsets["a-2"], offsets["a-3"]}
-        (served_a4,) = [c for c in fetches if acks[-1][2] <= c[2]][:1]
+        (served_a4,) = [c for c in fetches if offsets["a-4"] in c[4]]
+        assert not _offsets(served_a4[3]) & {offsets["a-2"], offsets["a-3"]}, served_a4
         later = [c for c in fetches if c[1] >= served_a4[2]]
         assert later and _offsets(later[0][3]) == {offsets["a-4"]}, (later, served_a4)
     finally:
