@@ -57,6 +57,14 @@ SET v_x = 1;
                         END IF;
                     END WHILE head_rows
 {%- endmacro %}
+{#- A message that waits for its time: published with a delay (deliver_at > published_at) that has
+    not passed at v_now. Against v_now alone, a message published without one after this call read
+    its clock, and committed before the call read the log, waited in a row like a delayed message:
+    delivered from that row outside the cursor batch, it could start while the batch before it was
+    still in flight with a subscriber that died (G6). -#}
+{% macro waits() %}
+msg.deliver_at > GREATEST(v_now, msg.published_at)
+{%- endmacro %}
 {#- A redriven copy meant for another group, which this group skips. -#}
 {% macro for_another_group() %}
 msg.target_group IS NOT NULL AND msg.target_group <> v_group
@@ -76,7 +84,7 @@ SELECT
                         FROM queue_messages AS msg
                         WHERE
                             msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
-                            AND (msg.deliver_at > v_now OR ({{ for_another_group() }})){% if skip_existing %}
+                            AND ({{ waits() }} OR ({{ for_another_group() }})){% if skip_existing %}
 
                             AND NOT EXISTS (
                                 SELECT 1 FROM queue_delivery_state AS s
@@ -284,7 +292,7 @@ BEGIN  -- noqa: LT02
             {{ from_new_range_offsets() | indent(12) }}
             INNER JOIN queue_messages AS msg
                 ON e.e_pid = msg.partition_id AND e.e_lo + seq.seq_n - 1 = msg.msg_offset
-            WHERE msg.deliver_at > v_now OR ({{ for_another_group() }});
+            WHERE {{ waits() }} OR ({{ for_another_group() }});
             IF v_rows > 0 THEN
                 SET v_simple = 0;
             END IF;
@@ -559,7 +567,7 @@ BEGIN  -- noqa: LT02
                     SELECT COUNT(*) INTO v_rows FROM queue_messages AS msg
                     WHERE
                         msg.partition_id = v_pid AND msg.msg_offset BETWEEN v_lo AND v_hi
-                        AND (msg.deliver_at > v_now OR ({{ for_another_group() }}));
+                        AND ({{ waits() }} OR ({{ for_another_group() }}));
                     IF v_rows > 0 AND v_x = 0 THEN
                         {{ waiting_rows(skip_existing=False) }};
                     ELSEIF v_rows > 0 THEN

@@ -50,9 +50,15 @@ class Invoice(BaseModel):
 
 
 RECORD = (
-    "INSERT INTO fs_handled (stage, customer, order_id, message_id, attempt) "
-    "VALUES (%s, %s, %s, %s, %s)"
+    "INSERT INTO fs_handled"
+    " (stage, customer, order_id, message_id, attempt, partition_id, msg_offset)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s)"
 )
+
+
+def where(msg: MySQLQMessage) -> tuple[str, int, int, int]:
+    """What the record says of the delivery: the id, the attempt and the place in the log."""
+    return msg.message_id, msg.attempt, msg.partition_id, msg.offset
 
 
 @broker.subscriber("fs_orders", group="billing", name=f"{NAME}-billing", **OPTIONS)
@@ -60,7 +66,7 @@ RECORD = (
 async def bill(order: Order, msg: MySQLQMessage, tx: Transaction) -> Invoice:
     """Bill an order."""
     await asyncio.sleep(DELAY)
-    args = ("billing", order.customer, order.order_id, msg.message_id, msg.attempt)
+    args = ("billing", order.customer, order.order_id, *where(msg))
     await tx.execute(RECORD, args)
     return Invoice(order_id=order.order_id, customer=order.customer, total=order.amount * 1.2)
 
@@ -69,5 +75,5 @@ async def bill(order: Order, msg: MySQLQMessage, tx: Transaction) -> Invoice:
 async def mail(invoice: Invoice, msg: MySQLQMessage, tx: Transaction) -> None:
     """Mail an invoice."""
     await asyncio.sleep(DELAY)
-    args = ("mailer", invoice.customer, invoice.order_id, msg.message_id, msg.attempt)
+    args = ("mailer", invoice.customer, invoice.order_id, *where(msg))
     await tx.execute(RECORD, args)

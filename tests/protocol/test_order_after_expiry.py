@@ -12,7 +12,7 @@ flight; the model was changed, not fetch.)
 
 from __future__ import annotations
 
-from helpers.support import Consumer, publish, server_now
+from helpers.support import Consumer, publish, scalar, server_now, wait_until
 
 
 def offsets(msgs) -> list[tuple[int, int]]:
@@ -47,3 +47,30 @@ def test_expired_delivery_leaves_the_window_and_lower_due_offset_goes_first(conn
     assert c.ack(second, now=t0 + 31_004)["stale"] == 1
     assert c.ack(again, now=t0 + 31_005)["settled"] == 1
     assert c.offsets() == {again[0]["partition_id"]: 2}
+
+
+def test_a_message_published_after_the_fetch_read_its_clock_joins_its_batch(conn) -> None:
+    """G6 across a crash, the race a FastStream app met under load: a fetch reads its clock, a
+    message is published (no delay) and commits, then the fetch reads the log. Its deliver-at is
+    later than the fetch's clock, but it was never delayed: it joins the cursor batch. (It used to
+    wait in a row, due a few ms later, and be delivered from that row on its own while the batch
+    before it was still in flight with the subscriber that died: handled before them.)"""
+    publish(conn, "orders", "k", "m1", b"1")
+    publish(conn, "orders", "k", "m2", b"2")
+    first_published = scalar(conn, "SELECT MAX(published_at) FROM queue_messages")
+    wait_until(lambda: server_now(conn) > first_published, what="the server clock to move on")
+    publish(conn, "orders", "k", "m3", b"3")
+    last_published = scalar(conn, "SELECT MAX(published_at) FROM queue_messages")
+    assert last_published > first_published
+    c = Consumer(conn, "mailer", "orders", "s1", batch_size=5, visibility_ms=5_000)
+    c.subscribe(now=first_published)
+    c.tick(now=first_published)
+    # the fetch's clock: after m1 and m2 were published, before m3 was
+    batch = c.fetch(now=first_published)
+    assert offsets(batch) == [(1, 1), (2, 1), (3, 1)]
+    assert scalar(conn, "SELECT COUNT(*) FROM queue_delivery_state") == 0, "nothing waits in a row"
+    # its subscriber dies; restarted under the same name, it gets nothing while the batch is in
+    # flight, then the batch again, whole and in order
+    assert c.fetch(now=last_published + 1) == []
+    again = c.fetch(now=first_published + 5_000)
+    assert offsets(again) == [(1, 2), (2, 2), (3, 2)]
