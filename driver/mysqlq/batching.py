@@ -140,7 +140,10 @@ class BatchHoldings(Holdings):
                         held.give_up_at = now + self.max_handler_time
                         started.append(held)
                     else:
+                        # it goes back, and what follows it on the partition with it (G6)
                         stale.append(held)
+                        stale.extend(buf)
+                        buf.clear()
             run = make(started) if started else None
             if run is not None:
                 for held in started:

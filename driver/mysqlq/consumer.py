@@ -147,6 +147,10 @@ class Consumer:
             if held is None or started:
                 return held
             self.settlement.expire(held.message)
+            # what follows it on the partition goes back with it, so that nothing after it
+            # starts before its next delivery (G6)
+            for later in self.holdings.give_back(pid, generation):
+                self.settlement.expire(later.message)
 
     def finished(self, held: Held) -> None:
         """Its handler returned (given up on or not)."""

@@ -5,7 +5,8 @@ partition. In memory, thread-safe, no I/O: the subscriber's loops ask it what to
   was fetched under and a local visibility deadline (:class:`Held`).
 * A partition's messages are run by one task at a time (a **runner**, named by a generation
   number). The runner takes the next buffered message: it **starts** it when its visibility, the
-  lease, and the partition's epoch are all still good, and otherwise hands it back for release.
+  lease, and the partition's epoch are all still good, and otherwise hands it back for release,
+  with every message buffered behind it (they must not start before it is delivered again).
 * A started message is **running** until its handler returns, or until the subscriber **gives up**
   on it at ``max_handler_time``: then the partition gets a new runner, and the delivery is
   **fenced**, so what the old handler settles later is dropped (by the subscriber's
@@ -145,6 +146,18 @@ class Holdings:
                 held.give_up_at = now + self.max_handler_time
                 self._running[pid] = held
         return held, startable
+
+    def give_back(self, pid: int, generation: int) -> list[Held]:
+        """Take out what runner ``generation`` of partition ``pid`` still has buffered: a message
+        of it could not start, and what follows it must not start before it comes back (G6).
+        (Its visibility ran out while later ones, fetched after it, still had theirs.)"""
+        with self._lock:
+            buf = self._buffers.get(pid)
+            if self._runners.get(pid) != generation or not buf:
+                return []
+            out = list(buf)
+            buf.clear()
+        return out
 
     def finished(self, held: Held) -> None:
         """Its handler returned (given up on or not)."""

@@ -16,6 +16,7 @@ import pytest
 import mysqlq
 import mysqlq.aio
 from mysqlq import retry
+from mysqlq.batching import BatchHoldings
 from mysqlq.flusher import Pending
 from mysqlq.holdings import Holdings
 from mysqlq.message import Message
@@ -165,6 +166,34 @@ def test_extend_moves_the_give_up_deadline_and_checks_its_argument() -> None:
     assert queue.sent() == [("extend", 1, 120_000, None)]
     with pytest.raises(mysqlq.InvalidArgument, match="seconds"):
         m.extend(0)
+
+
+def test_what_follows_a_message_that_cannot_start_goes_back_with_it() -> None:
+    """G6: message 1 (an earlier fetch) saw its visibility run out in the buffer, message 2 (a
+    later fetch) has time left. 1 is not started, and 2 must not start before 1's next
+    delivery: the runner gives 2 back too, and ends."""
+    s, _, holdings, _ = settlement()
+    now = time.monotonic()
+    ((pid, generation),) = holdings.add([message(s, 1)], now + 1)
+    assert holdings.add([message(s, 2)], now + 60) == []  # the same runner takes it
+    held, started = holdings.take(pid, generation, False, now + 2)
+    assert held is not None and held.message.offset == 1 and not started
+    assert [h.message.offset for h in holdings.give_back(pid, generation)] == [2]
+    assert holdings.take(pid, generation, False, now + 2) == (None, False)
+    assert holdings.give_back(pid, generation) == []
+
+
+def test_a_batch_takes_nothing_after_a_message_that_cannot_start() -> None:
+    """The batch handler's holdings: the same rule within one take."""
+    s, _, _, _ = settlement()
+    holdings = BatchHoldings(max_handler_time=60.0)
+    holdings.set_leases({7: 1}, time.monotonic() + 60)
+    now = time.monotonic()
+    ((pid, generation),) = holdings.add([message(s, 1)], now + 1)
+    holdings.add([message(s, 2), message(s, 3)], now + 60)
+    run, stale, _ = holdings.take_batch([(pid, generation)], 10, now + 2, lambda held: held)
+    assert run is None
+    assert [h.message.offset for h in stale] == [1, 2, 3]
 
 
 def test_releases_give_the_attempt_back_and_count_what_expired() -> None:
