@@ -131,12 +131,7 @@ class BatchHoldings(Holdings):
                     continue
                 while buf and len(started) < room:
                     held = buf.popleft()
-                    if (
-                        now < held.deadline
-                        and now < self.lease_deadline
-                        and held.epoch is not None
-                        and self.leases.get(pid) == held.epoch
-                    ):
+                    if self._startable(pid, held, now):
                         held.give_up_at = now + self.max_handler_time
                         started.append(held)
                     else:

@@ -140,17 +140,12 @@ class Consumer:
     def take(self, pid: int, generation: int, worker: Any) -> Held | None:
         """The next message runner ``generation`` of partition ``pid`` starts on ``worker``;
         None: the runner ends. Messages that must not start any more are released on the way."""
-        while True:
-            held, started = self.holdings.take(
-                pid, generation, self.control.stopping.is_set(), time.monotonic(), worker
-            )
-            if held is None or started:
-                return held
-            self.settlement.expire(held.message)
-            # what follows it on the partition goes back with it, so that nothing after it
-            # starts before its next delivery (G6)
-            for later in self.holdings.give_back(pid, generation):
-                self.settlement.expire(later.message)
+        held, stale = self.holdings.take(
+            pid, generation, self.control.stopping.is_set(), time.monotonic(), worker
+        )
+        for gone in stale:
+            self.settlement.expire(gone.message)
+        return held
 
     def finished(self, held: Held) -> None:
         """Its handler returned (given up on or not)."""

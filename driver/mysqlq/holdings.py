@@ -119,45 +119,42 @@ class Holdings:
         self._runners[pid] = generation
         return generation
 
+    def _startable(self, pid: int, held: Held, now: float) -> bool:
+        """Whether ``held`` may start (the lock is held): its visibility and our lease are still
+        good, and the partition has not moved on (even if it came back, under a new epoch, the
+        message may be with another subscriber)."""
+        return (
+            now < held.deadline
+            and now < self.lease_deadline
+            and held.epoch is not None
+            and self.leases.get(pid) == held.epoch
+        )
+
     def take(
         self, pid: int, generation: int, stopping: bool, now: float, worker: Any = None
-    ) -> tuple[Held | None, bool]:
-        """The runner's next message: ``(None, _)`` ends the runner; ``(held, True)``: it has
-        started on ``worker``, run its handler; ``(held, False)``: it must not start, release
-        it."""
+    ) -> tuple[Held | None, list[Held]]:
+        """The runner's next message, started on ``worker`` (run its handler), or None: the
+        runner ends. The list: messages that must not start (release them). When the next one
+        cannot start, every message buffered behind it goes back with it, and the runner ends:
+        none of them may start before its next delivery (G6; its visibility ran out while later
+        ones, fetched after it, still had theirs)."""
         with self._lock:
             if self._runners.get(pid) != generation:
-                return None, False  # our handler was given up: a new runner has the partition
+                return None, []  # our handler was given up: a new runner has the partition
             buf = self._buffers.get(pid)
             if stopping or not buf:
                 del self._runners[pid]
-                return None, False
+                return None, []
             held = buf.popleft()
-            # its visibility or our lease ran out, or the partition moved on (even if it came
-            # back, under a new epoch): it may be with another subscriber, do not start it
-            startable = (
-                now < held.deadline
-                and now < self.lease_deadline
-                and held.epoch is not None
-                and self.leases.get(pid) == held.epoch
-            )
-            if startable:
-                held.worker = worker
-                held.give_up_at = now + self.max_handler_time
-                self._running[pid] = held
-        return held, startable
-
-    def give_back(self, pid: int, generation: int) -> list[Held]:
-        """Take out what runner ``generation`` of partition ``pid`` still has buffered: a message
-        of it could not start, and what follows it must not start before it comes back (G6).
-        (Its visibility ran out while later ones, fetched after it, still had theirs.)"""
-        with self._lock:
-            buf = self._buffers.get(pid)
-            if self._runners.get(pid) != generation or not buf:
-                return []
-            out = list(buf)
-            buf.clear()
-        return out
+            if not self._startable(pid, held, now):
+                stale = [held, *buf]
+                buf.clear()
+                del self._runners[pid]
+                return None, stale
+            held.worker = worker
+            held.give_up_at = now + self.max_handler_time
+            self._running[pid] = held
+        return held, []
 
     def finished(self, held: Held) -> None:
         """Its handler returned (given up on or not)."""

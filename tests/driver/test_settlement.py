@@ -145,8 +145,8 @@ def test_a_given_up_handler_settles_nothing_more() -> None:
     s, queue, holdings, tally = settlement()
     m = message(s, attempt=2)
     ((pid, generation),) = holdings.add([m], time.monotonic() + 60)
-    held, started = holdings.take(pid, generation, False, time.monotonic(), worker="w1")
-    assert started and held is not None and held.worker == "w1"
+    held, stale = holdings.take(pid, generation, False, time.monotonic(), worker="w1")
+    assert held is not None and held.worker == "w1" and stale == []
     ((overdue, new_generation),) = holdings.overdue(time.monotonic() + 61)
     assert overdue is held and new_generation != generation
     s.give_up(m)
@@ -176,11 +176,15 @@ def test_what_follows_a_message_that_cannot_start_goes_back_with_it() -> None:
     now = time.monotonic()
     ((pid, generation),) = holdings.add([message(s, 1)], now + 1)
     assert holdings.add([message(s, 2)], now + 60) == []  # the same runner takes it
-    held, started = holdings.take(pid, generation, False, now + 2)
-    assert held is not None and held.message.offset == 1 and not started
-    assert [h.message.offset for h in holdings.give_back(pid, generation)] == [2]
-    assert holdings.take(pid, generation, False, now + 2) == (None, False)
-    assert holdings.give_back(pid, generation) == []
+    held, stale = holdings.take(pid, generation, False, now + 2)
+    assert held is None and [h.message.offset for h in stale] == [1, 2]
+    assert holdings.buffered == 0 and holdings.running == 0
+    assert holdings.take(pid, generation, False, now + 2) == (None, [])  # the runner ended
+    # 1 and 2 come back in a later fetch: a new runner starts them, in order
+    ((_, again),) = holdings.add([message(s, 1), message(s, 2)], now + 60)
+    assert again != generation
+    held, stale = holdings.take(pid, again, False, now + 2)
+    assert held is not None and held.message.offset == 1 and stale == []
 
 
 def test_a_batch_takes_nothing_after_a_message_that_cannot_start() -> None:
