@@ -241,22 +241,23 @@ def test_a_small_prefetch_window_still_fetches_in_large_batches(kombu_connection
     assert len(batches) <= 10, batches
 
 
-def test_an_ack_inside_the_delivery_wakes_the_loop_at_once(kombu_connection) -> None:
-    """Celery's worker acks on the event loop's thread, in a callback the hub runs before it
-    polls again (a solo pool runs the task inline first). The loop must never sleep while a
-    message is deliverable: before, such an ack scheduled the next delivery with call_soon, which
-    waited behind the next poll, the prefetch thread's next batch woke nobody meanwhile, and a
-    solo worker ran one buffer's worth a second (the transport's one-second timer). Kombu's hub
-    runs here as Celery runs it; 200 messages take several fetches."""
+def drain_on_hub(
+    kombu_connection, name: str, total: int, prefetch: int, buffered_first: bool = False
+) -> tuple[list[int], list[int], list[float]]:
+    """Consume ``total`` messages on kombu's hub as Celery's worker runs it, acking through the
+    hub (Celery's Consumer.call_soon_ack; the task ran inline, as in a solo pool). Returns what
+    was handled, the sizes of the fetches that brought something, and the loop's sleeps of 0.2 s
+    or more that nothing woke although a message was deliverable when it went to sleep or when
+    it woke. ``buffered_first``: the prefetch thread buffers messages before the transport
+    joins the loop."""
     from kombu import Consumer, Queue
     from kombu.asynchronous import Hub
 
-    total = 200
     c = kombu_connection(**FAST)
-    jobs = Queue("inline", routing_key="inline")
+    jobs = Queue(name, routing_key=name)
     with c.Producer() as producer:
         for i in range(total):
-            producer.publish({"i": i}, routing_key="inline", declare=[jobs])
+            producer.publish({"i": i}, routing_key=name, declare=[jobs])
     transport = c.transport
     broker = transport.broker
     fetched: list[int] = []
@@ -270,21 +271,18 @@ def test_an_ack_inside_the_delivery_wakes_the_loop_at_once(kombu_connection) -> 
 
     broker.fetch = counted
     got: list[int] = []
-
     hub = Hub()
 
     def on_message(body, message) -> None:
-        # the task ran inline; Celery's worker acks through the hub (Consumer.call_soon_ack)
         got.append(body["i"])
         hub.call_soon(message.ack)
 
-    # the loop's sleeps that nothing woke although a message was deliverable when it went to
-    # sleep or when it woke (buffered meanwhile)
     missed: list[float] = []
     poll = hub.poller.poll
 
     def watched(timeout):
-        before = any(ch.deliverable() for ch in transport.channels)
+        # a message deliverable, or a callback waiting in the hub (an ack Celery added)
+        before = any(ch.deliverable() for ch in transport.channels) or bool(hub._ready)
         started = time.monotonic()
         events = poll(timeout)
         slept = time.monotonic() - started
@@ -298,7 +296,13 @@ def test_an_ack_inside_the_delivery_wakes_the_loop_at_once(kombu_connection) -> 
 
     hub.poller.poll = watched
     try:
-        with Consumer(c.channel(), [jobs], callbacks=[on_message], prefetch_count=1):
+        with Consumer(c.channel(), [jobs], callbacks=[on_message], prefetch_count=prefetch):
+            if buffered_first:
+                wait_until(
+                    lambda: any(ch._buffer for ch in transport.channels),
+                    timeout=10,
+                    what="a first fetch",
+                )
             transport.register_with_event_loop(c.connection, hub)
             loop = hub.create_loop()
             deadline = time.monotonic() + 30
@@ -306,9 +310,33 @@ def test_an_ack_inside_the_delivery_wakes_the_loop_at_once(kombu_connection) -> 
                 next(loop)
     finally:
         hub.close()
-    assert sorted(got) == list(range(total))
+    return got, fetched, missed
+
+
+def test_an_ack_inside_the_delivery_wakes_the_loop_at_once(kombu_connection) -> None:
+    """Celery's worker acks on the event loop's thread, in a callback the hub runs before it
+    polls again (a solo pool runs the task inline first). The loop must never sleep while a
+    message is deliverable: before, such an ack scheduled the next delivery with call_soon, which
+    waited behind the next poll, the prefetch thread's next batch woke nobody meanwhile, and a
+    solo worker ran one buffer's worth a second (the transport's one-second timer). 200
+    messages take several fetches."""
+    got, fetched, missed = drain_on_hub(kombu_connection, "inline", 200, prefetch=1)
+    assert sorted(got) == list(range(200))
     assert len(fetched) >= 3, fetched  # the buffer ran dry and was filled again
-    assert not missed, f"the loop slept {missed} s with a message deliverable"
+    assert not missed, f"the loop slept {missed} s with a message deliverable or an ack waiting"
+
+
+def test_a_delivery_outside_the_pipes_callback_leaves_no_ack_waiting(kombu_connection) -> None:
+    """Messages are buffered before the transport joins the loop. It used to deliver them in a
+    ready callback (and every second in its timer): the acks Celery added meanwhile with
+    call_soon then waited for the loop's next poll, which slept until the timer, whose delivery
+    did the same again, a window a second (a solo worker on a slow host ran 200 tasks a second
+    instead of 2,500). Deliveries now run only when the pipe is readable."""
+    got, _fetched, missed = drain_on_hub(
+        kombu_connection, "buffered", 100, prefetch=8, buffered_first=True
+    )
+    assert sorted(got) == list(range(100))
+    assert not missed, f"the loop slept {missed} s with a message deliverable or an ack waiting"
 
 
 def test_a_joining_worker_takes_its_share_before_its_next_interval(kombu_connection, conn) -> None:

@@ -121,8 +121,12 @@ class Transport(virtual.Transport):
         # the pipe, from the loop's own thread too: a callback the loop's thread adds with
         # call_soon while the loop runs its ready callbacks or timers waits for its next poll
         # to return (up to a second, the timer below)
+        self._signal()
+
+    def _signal(self) -> None:
+        """Make the loop's pipe readable, once until on_readable reads it (any thread)."""
         with self.ready:
-            if not self._signaled:
+            if not self._signaled and self._loop is not None:
                 self._signaled = True
                 with contextlib.suppress(OSError):
                     os.write(self._wake_w, b"!")
@@ -132,21 +136,34 @@ class Transport(virtual.Transport):
         with self.ready:
             self._failure = exc
             self.ready.notify_all()
-            if self._loop is not None and not self._signaled:
-                self._signaled = True
-                with contextlib.suppress(OSError):
-                    os.write(self._wake_w, b"!")
+        self._signal()
 
     def register_with_event_loop(self, connection: Any, loop: Any) -> None:
         self._loop = loop
+        # Deliveries run only in the pipe's callback, which the hub calls after a poll. Celery
+        # acks in callbacks it adds with call_soon from the loop's thread, and the hub runs those
+        # at its next turn before it polls again; but callbacks added while it runs a timer or
+        # a ready callback wait for the poll after, which sleeps until the next timer when
+        # nothing else wakes it. A delivery from the timer used to drain the pipe, deliver a
+        # window and so leave its acks to the next second, every second.
         loop.add_reader(self._wake_r, self.on_readable)
         # a timer every second: the loop never sleeps longer (a warm shutdown is noticed at
         # once), and nothing deliverable waits longer than that for a wake-up it missed
-        loop.call_repeatedly(1.0, self.on_readable)
-        loop.call_soon(self.on_readable)  # deliver what is buffered already
+        loop.call_repeatedly(1.0, self.on_tick)
+        self._signal()  # deliver what is buffered already
+
+    def on_tick(self) -> None:
+        """(the event loop, every second) Restart a stopped prefetch thread; signal the pipe when
+        something is deliverable or a prefetch thread failed (on_readable then delivers)."""
+        channels = list(self.channels)
+        for channel in channels:
+            channel.ensure_fetcher()
+        if self._failure is not None or any(c.deliverable() for c in channels):
+            self._signal()
 
     def on_readable(self) -> None:
-        """(the event loop) Deliver what the prefetch window allows."""
+        """(the event loop, when the pipe is readable) Deliver what the prefetch window
+        allows."""
         self._loop_thread = threading.get_ident()
         with self.ready:
             with contextlib.suppress(OSError):
