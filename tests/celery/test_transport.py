@@ -247,9 +247,10 @@ def drain_on_hub(
     """Consume ``total`` messages on kombu's hub as Celery's worker runs it, acking through the
     hub (Celery's Consumer.call_soon_ack; the task ran inline, as in a solo pool). Returns what
     was handled, the sizes of the fetches that brought something, and the loop's sleeps of 0.2 s
-    or more that nothing woke although a message was deliverable when it went to sleep or when
-    it woke. ``buffered_first``: the prefetch thread buffers messages before the transport
-    joins the loop."""
+    or more that nothing woke although a message was deliverable or a callback (an ack) waited
+    in the hub when it went to sleep, or a message was deliverable when it woke.
+    ``buffered_first``: the prefetch thread buffers messages before the transport joins the
+    loop."""
     from kombu import Consumer, Queue
     from kombu.asynchronous import Hub
 
@@ -330,8 +331,8 @@ def test_a_delivery_outside_the_pipes_callback_leaves_no_ack_waiting(kombu_conne
     """Messages are buffered before the transport joins the loop. It used to deliver them in a
     ready callback (and every second in its timer): the acks Celery added meanwhile with
     call_soon then waited for the loop's next poll, which slept until the timer, whose delivery
-    did the same again, a window a second (a solo worker on a slow host ran 200 tasks a second
-    instead of 2,500). Deliveries now run only when the pipe is readable."""
+    did the same again, a window a second (two solo workers on a slow host drained 200 to 350
+    tasks a second instead of about 2,500). Deliveries now run only when the pipe is readable."""
     got, _fetched, missed = drain_on_hub(
         kombu_connection, "buffered", 100, prefetch=8, buffered_first=True
     )

@@ -141,11 +141,12 @@ class Transport(virtual.Transport):
     def register_with_event_loop(self, connection: Any, loop: Any) -> None:
         self._loop = loop
         # Deliveries run only in the pipe's callback, which the hub calls after a poll. Celery
-        # acks in callbacks it adds with call_soon from the loop's thread, and the hub runs those
-        # at its next turn before it polls again; but callbacks added while it runs a timer or
-        # a ready callback wait for the poll after, which sleeps until the next timer when
-        # nothing else wakes it. A delivery from the timer used to drain the pipe, deliver a
-        # window and so leave its acks to the next second, every second.
+        # acks in callbacks it adds with call_soon from the loop's thread. Each turn of the hub
+        # runs such callbacks, then its timers, then polls: callbacks added during the events
+        # run at the next turn, but those added while it runs a timer or a ready callback wait
+        # until that turn's poll returns, which sleeps until the next timer when nothing else
+        # wakes it. A delivery from the timer used to drain the pipe, deliver a window and so
+        # leave its acks to the next second, every second.
         loop.add_reader(self._wake_r, self.on_readable)
         # a timer every second: the loop never sleeps longer (a warm shutdown is noticed at
         # once), and nothing deliverable waits longer than that for a wake-up it missed
