@@ -202,19 +202,18 @@ def test_a_key_header_picks_the_partition(kombu_connection, conn) -> None:
         m.ack()
 
 
-def test_a_small_prefetch_window_still_fetches_in_large_batches(kombu_connection) -> None:
-    """Celery's window is small (prefetch multiplier x concurrency, 8 here), but the transport
-    holds at least 64 (window + buffer) and fetches once half of that is free: a database call
-    brings up to 64 messages, not one window's worth (16 at most: 13 calls or more for 200).
-    Later fetches may bring fewer: a partition serves its next batch once the last one's acks
-    reach the database."""
+def consume_counting_fetches(
+    kombu_connection, name: str, total: int, headers: dict | None = None
+) -> tuple[list[int], list[int]]:
+    """Publish ``total`` messages to queue ``name``, consume them with a prefetch window of 8;
+    what was consumed, in order, and the size of every fetch the transport made."""
     from kombu import Consumer, Queue
 
     c = kombu_connection(**FAST)
-    jobs = Queue("batched", routing_key="batched")
+    jobs = Queue(name, routing_key=name)
     with c.Producer() as producer:
-        for i in range(200):
-            producer.publish({"i": i}, routing_key="batched", declare=[jobs])
+        for i in range(total):
+            producer.publish({"i": i}, routing_key=name, declare=[jobs], headers=headers or {})
     broker = c.transport.broker
     sizes: list[int] = []
     fetch = broker.fetch
@@ -233,12 +232,32 @@ def test_a_small_prefetch_window_still_fetches_in_large_batches(kombu_connection
 
     with Consumer(c.channel(), [jobs], callbacks=[on_message], prefetch_count=8):
         deadline = time.monotonic() + 30
-        while len(got) < 200 and time.monotonic() < deadline:
+        while len(got) < total and time.monotonic() < deadline:
             c.drain_events(timeout=5)
+    return got, sizes
+
+
+def test_a_small_prefetch_window_still_fetches_in_large_batches(kombu_connection) -> None:
+    """Celery's window is small (prefetch multiplier x concurrency, 8 here), but the transport
+    holds the window and up to ``max_fetch`` (100) more, and fetches once half of that is free:
+    the first database call brings 100 messages, not one window's worth (16 at most: 13 calls or
+    more for 200), nor the 64 that the held minimum before this version allowed. Later fetches
+    may bring fewer: a partition serves its next batch once the last one's acks reach the
+    database."""
+    got, sizes = consume_counting_fetches(kombu_connection, "batched", 200)
     assert sorted(got) == list(range(200))
     batches = [n for n in sizes if n]
-    assert batches[0] >= 32, batches
-    assert len(batches) <= 10, batches
+    assert batches[0] > 64, batches
+    assert len(batches) <= 8, batches
+
+
+def test_one_keyed_partition_serves_a_batch_of_64(kombu_connection) -> None:
+    """One partition's in-flight window (``batch_size``) is 64 by default: a fetch of one key's
+    backlog brings 64 of its tasks (16 before this version), so a fetch of ``max_fetch`` serves
+    two partitions, not seven."""
+    got, sizes = consume_counting_fetches(kombu_connection, "one-key", 100, {"mysqlq_key": "k"})
+    assert got == list(range(100))
+    assert next(n for n in sizes if n) == 64, sizes
 
 
 def drain_on_hub(
@@ -319,11 +338,11 @@ def test_an_ack_inside_the_delivery_wakes_the_loop_at_once(kombu_connection) -> 
     polls again (a solo pool runs the task inline first). The loop must never sleep while a
     message is deliverable: before, such an ack scheduled the next delivery with call_soon, which
     waited behind the next poll, the prefetch thread's next batch woke nobody meanwhile, and a
-    solo worker ran one buffer's worth a second (the transport's one-second timer). 200
-    messages take several fetches."""
-    got, fetched, missed = drain_on_hub(kombu_connection, "inline", 200, prefetch=1)
-    assert sorted(got) == list(range(200))
-    assert len(fetched) >= 3, fetched  # the buffer ran dry and was filled again
+    solo worker ran one buffer's worth a second (the transport's one-second timer). 400
+    messages take four fetches or more (``max_fetch``, 100, at most each)."""
+    got, fetched, missed = drain_on_hub(kombu_connection, "inline", 400, prefetch=1)
+    assert sorted(got) == list(range(400))
+    assert len(fetched) >= 4, fetched  # the buffer ran dry and was filled again
     assert not missed, f"the loop slept {missed} s with a message deliverable or an ack waiting"
 
 

@@ -107,12 +107,14 @@ class Options:
     probe_interval: float = 0.01
     # deliveries of one message (crashes, requeues) before it goes to the queue's DLQ topic
     max_attempts: int = 20
-    # in-flight window per partition (queue_fetch's p_batch_size)
-    batch_size: int = 16
+    # in-flight window per partition (queue_fetch's p_batch_size): a fetch of max_fetch then
+    # touches two partitions, not seven (a fetch's cost grows with the partitions it serves)
+    batch_size: int = 64
     # messages one fetch asks for at most (and the window when the channel has no prefetch limit)
     max_fetch: int = 100
     # messages a worker fetches ahead into its buffer beyond Celery's prefetch window (None: one
-    # window, and at least 64 held in all, window and buffer; 0: none, the window is all it holds)
+    # window, and at least 128 held in all, window and buffer, at most max_fetch ahead; 0: none,
+    # the window is all it holds)
     fetch_ahead: int | None = None
     # the least number of partitions a consumer makes sure its queue's topic has (None: leave
     # the topic's setting, 16 for a new topic); unkeyed tasks are spread over them, and at most
@@ -151,7 +153,7 @@ class Options:
             # queue_fetch_wait's p_probe_ms: 1 to 1000 ms
             probe_interval=_seconds(options, "probe_interval", 0.01, 0.001, 1),
             max_attempts=_count(options, "max_attempts", 20, 1000) or 20,
-            batch_size=_count(options, "batch_size", 16, 10_000) or 16,
+            batch_size=_count(options, "batch_size", 64, 10_000) or 64,
             max_fetch=_count(options, "max_fetch", 100, 100_000) or 100,
             fetch_ahead=_count(options, "fetch_ahead", None, 100_000, low=0),
             # None or 0: leave the topic's partitions as they are
