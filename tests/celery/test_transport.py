@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import queue
 import time
+from typing import Any
 
 import pytest
 from helpers.support import rows, scalar, wait_until
@@ -202,14 +203,13 @@ def test_a_key_header_picks_the_partition(kombu_connection, conn) -> None:
         m.ack()
 
 
-def consume_counting_fetches(
-    kombu_connection, name: str, total: int, headers: dict | None = None
-) -> tuple[list[int], list[int]]:
-    """Publish ``total`` messages to queue ``name``, consume them with a prefetch window of 8;
-    what was consumed, in order, and the size of every fetch the transport made."""
-    from kombu import Consumer, Queue
+def published_and_counted(
+    c, name: str, total: int, headers: dict | None = None
+) -> tuple[Any, list[int]]:
+    """Publish ``total`` messages ``{"i": 0..}`` to queue ``name`` on kombu connection ``c``, and
+    count the transport's fetches: the queue, and the list the size of every fetch goes to."""
+    from kombu import Queue
 
-    c = kombu_connection(**FAST)
     jobs = Queue(name, routing_key=name)
     with c.Producer() as producer:
         for i in range(total):
@@ -224,6 +224,18 @@ def consume_counting_fetches(
         return rows
 
     broker.fetch = counted
+    return jobs, sizes
+
+
+def consume_counting_fetches(
+    kombu_connection, name: str, total: int, headers: dict | None = None
+) -> tuple[list[int], list[int]]:
+    """Publish ``total`` messages to queue ``name``, consume them with a prefetch window of 8;
+    what was consumed, in order, and the size of every fetch the transport made."""
+    from kombu import Consumer
+
+    c = kombu_connection(**FAST)
+    jobs, sizes = published_and_counted(c, name, total, headers)
     got: list[int] = []
 
     def on_message(body, message) -> None:
@@ -270,26 +282,12 @@ def drain_on_hub(
     in the hub when it went to sleep, or a message was deliverable when it woke.
     ``buffered_first``: the prefetch thread buffers messages before the transport joins the
     loop."""
-    from kombu import Consumer, Queue
+    from kombu import Consumer
     from kombu.asynchronous import Hub
 
     c = kombu_connection(**FAST)
-    jobs = Queue(name, routing_key=name)
-    with c.Producer() as producer:
-        for i in range(total):
-            producer.publish({"i": i}, routing_key=name, declare=[jobs])
+    jobs, sizes = published_and_counted(c, name, total)
     transport = c.transport
-    broker = transport.broker
-    fetched: list[int] = []
-    fetch = broker.fetch
-
-    def counted(*args, **kwargs):
-        rows = fetch(*args, **kwargs)
-        if rows:
-            fetched.append(len(rows))
-        return rows
-
-    broker.fetch = counted
     got: list[int] = []
     hub = Hub()
 
@@ -330,7 +328,7 @@ def drain_on_hub(
                 next(loop)
     finally:
         hub.close()
-    return got, fetched, missed
+    return got, [n for n in sizes if n], missed
 
 
 def test_an_ack_inside_the_delivery_wakes_the_loop_at_once(kombu_connection) -> None:
