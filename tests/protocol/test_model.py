@@ -44,9 +44,9 @@ At the end of every example the limits are lifted and all groups drain: every co
 is acked, dead-lettered or cancelled by every group (G5), and GC then empties the log.
 
 Budget: the ``ci`` profile (default) runs a fixed number of examples; ``MYSQLQ_MODEL_PROFILE=long``
-runs many more (pass ``--timeout=0``: it outlasts pytest-timeout's 300 s, whose interrupt would
-leave the connection mid-call and show up as a flaky strategy). One database serves the whole
-test; every example uses fresh topic names.
+runs many more, with pytest-timeout's 300 s lifted for this module (it runs 5 minutes and more on a
+slow host, and the timeout's interrupt would leave the connection mid-call and show up as a flaky
+strategy). One database serves the whole test; every example uses fresh topic names.
 """
 
 from __future__ import annotations
@@ -90,6 +90,8 @@ settings.register_profile(
     suppress_health_check=list(HealthCheck),
 )
 PROFILE = os.environ.get("MYSQLQ_MODEL_PROFILE", "ci")
+# the long profile is a run of its own, as long as its examples take
+pytestmark = [pytest.mark.timeout(0)] if PROFILE == "long" else []
 
 SLOTS = 2  # hashed partitions for unkeyed messages
 MAX_ATTEMPTS = 2
