@@ -45,6 +45,9 @@ def test_queue_names_become_distinct_mysqlq_identifiers() -> None:
     with pytest.raises(ValueError):
         Options.from_transport_options({"visibility_timeout": 0})
     assert Options.from_transport_options({}).probe_interval == 0.01
+    # no option given: the dataclass's defaults, each of them (one place defines them)
+    assert Options.from_transport_options({}) == Options()
+    assert Options.from_transport_options({"renew_visibility": "off"}).visibility_timeout == 3600
     assert Options.from_transport_options({"probe_interval": "0.002"}).probe_interval == 0.002
     for bad in (0, 0.0004, 2, "soon"):
         with pytest.raises(ValueError, match="probe_interval"):

@@ -24,6 +24,9 @@ _IDENTIFIER = _PLAIN | {":"}
 # the DLQ topic <topic>_dlq must be an identifier too (191 characters at most)
 MAX_TOPIC = 191 - len("_dlq")
 _HASHED_PREFIX = 170
+# visibility_timeout's default with renew_visibility off: it must outlast the longest task, as
+# Redis's default (one hour) does
+UNRENEWED_VISIBILITY_TIMEOUT = 3600.0
 
 
 def topic_for(prefix: str, queue: str) -> str:
@@ -131,7 +134,7 @@ class Options:
     @classmethod
     def from_transport_options(cls, options: Mapping[str, Any] | None) -> Options:
         options = dict(options or {})
-        renew = _flag(options, "renew_visibility", True)
+        renew = _flag(options, "renew_visibility", cls.renew_visibility)
         prefix = str(options.get("topic_prefix", cls.topic_prefix))
         if not set(prefix) <= _IDENTIFIER or len(prefix) > 64:
             raise ValueError(
@@ -140,26 +143,35 @@ class Options:
             )
         return cls(
             # with renewals the timeout only has to outlast a stall of the worker; without them
-            # it must outlast the longest task, as Redis's default (one hour) does
+            # it must outlast the longest task, as Redis's default does
             visibility_timeout=_seconds(
-                options, "visibility_timeout", 60.0 if renew else 3600.0, 1
+                options,
+                "visibility_timeout",
+                cls.visibility_timeout if renew else UNRENEWED_VISIBILITY_TIMEOUT,
+                1,
             ),
             renew_visibility=renew,
-            lease_duration=_seconds(options, "lease_duration", 30.0, 1),
-            rebalance_interval=_seconds(options, "rebalance_interval", 1.0, 0.01),
-            settle_interval=_seconds(options, "settle_interval", 0.02, 0),
-            maintenance_interval=_seconds(options, "maintenance_interval", 10.0, 0),
-            polling_interval=min(_seconds(options, "polling_interval", 1.0, 0), 60.0),
+            lease_duration=_seconds(options, "lease_duration", cls.lease_duration, 1),
+            rebalance_interval=_seconds(
+                options, "rebalance_interval", cls.rebalance_interval, 0.01
+            ),
+            settle_interval=_seconds(options, "settle_interval", cls.settle_interval, 0),
+            maintenance_interval=_seconds(
+                options, "maintenance_interval", cls.maintenance_interval, 0
+            ),
+            polling_interval=min(
+                _seconds(options, "polling_interval", cls.polling_interval, 0), 60.0
+            ),
             # queue_fetch_wait's p_probe_ms: 1 to 1000 ms
-            probe_interval=_seconds(options, "probe_interval", 0.01, 0.001, 1),
-            max_attempts=_count(options, "max_attempts", 20, 1000) or 20,
-            batch_size=_count(options, "batch_size", 64, 10_000) or 64,
-            max_fetch=_count(options, "max_fetch", 100, 100_000) or 100,
-            fetch_ahead=_count(options, "fetch_ahead", None, 100_000, low=0),
+            probe_interval=_seconds(options, "probe_interval", cls.probe_interval, 0.001, 1),
+            max_attempts=_count(options, "max_attempts", cls.max_attempts, 1000),
+            batch_size=_count(options, "batch_size", cls.batch_size, 10_000),
+            max_fetch=_count(options, "max_fetch", cls.max_fetch, 100_000),
+            fetch_ahead=_count(options, "fetch_ahead", cls.fetch_ahead, 100_000, low=0),
             # None or 0: leave the topic's partitions as they are
-            partitions=_count(options, "partitions", 64, 4096, low=0) or None,
-            broker_eta=_flag(options, "broker_eta", True),
-            dead_letter_rejected=_flag(options, "dead_letter_rejected", False),
+            partitions=_count(options, "partitions", cls.partitions, 4096, low=0) or None,
+            broker_eta=_flag(options, "broker_eta", cls.broker_eta),
+            dead_letter_rejected=_flag(options, "dead_letter_rejected", cls.dead_letter_rejected),
             topic_prefix=prefix,
         )
 
