@@ -148,6 +148,69 @@ def test_closing_gives_prefetched_messages_back_at_once(kombu_connection, conn) 
         m.ack()
 
 
+def held_in_partitions(kombu_connection, name: str, keys: list[str]) -> tuple[Any, list[Any]]:
+    """Publish one message per key to queue ``name``, then take them all on a consumer that acks
+    nothing yet: the connection and the messages, in publish order."""
+    from kombu import Consumer
+
+    c = kombu_connection(**FAST)
+    q = c.SimpleQueue(name)
+    for i, key in enumerate(keys):
+        q.put(i, headers={"mysqlq_key": key})
+    got: list[Any] = []
+    with Consumer(c.channel(), [q.queue], callbacks=[lambda _b, m: got.append(m)]):
+        deadline = time.monotonic() + 30
+        while len(got) < len(keys) and time.monotonic() < deadline:
+            c.drain_events(timeout=5)
+    return c, sorted(got, key=lambda m: m.payload)
+
+
+def test_an_ack_that_overtakes_an_earlier_delivery_waits_for_it(
+    kombu_connection, conn, monkeypatch
+) -> None:
+    """A prefork pool runs a partition's tasks in two processes, so their acks come out of order.
+    An ack waits until every earlier delivery of its partition still held is settled, so the
+    partition's acks reach the database as one run from its watermark, which moves in one
+    statement (out of order, each ack writes a row, deleted when the watermark passes it)."""
+    from mysqlq.celery import keeper as keeper_module
+
+    monkeypatch.setattr(keeper_module, "ACK_HOLD", 60.0)  # no time limit in this test
+    c, (m0, m1, m2, other) = held_in_partitions(kombu_connection, "in-order", ["k", "k", "k", "o"])
+    pids = [m.delivery_info["mysqlq"]["partition_id"] for m in (m0, m1, m2, other)]
+    assert pids[0] == pids[1] == pids[2] != pids[3]
+    stats = c.transport.broker.keeper.stats
+    m2.ack()
+    m1.ack()
+    other.ack()  # another partition: sent at once, and in the same flush as anything queued
+    wait_until(lambda: stats["settled"] >= 1, timeout=10, what="the other partition's ack")
+    assert stats["settled"] == 1  # m1 and m2 wait for m0
+    assert scalar(conn, "SELECT COUNT(*) FROM queue_delivery_state") == 0
+    m0.ack()  # the three go together, in order, in one call
+    wait_until(lambda: stats["settled"] >= 4, timeout=10, what="the acks")
+    assert stats["settle calls"] == 2
+    assert lag(conn, "celery.in-order") == 0
+
+
+def test_an_ack_waits_for_an_earlier_delivery_only_so_long(
+    kombu_connection, conn, monkeypatch
+) -> None:
+    """A task still running after ``ACK_HOLD`` (a long one) does not hold back the acks behind it
+    any longer: they are sent out of order, as rows of their own."""
+    from mysqlq.celery import keeper as keeper_module
+
+    monkeypatch.setattr(keeper_module, "ACK_HOLD", 0.3)
+    _c, (m0, m1) = held_in_partitions(kombu_connection, "long-first", ["k", "k"])
+    m1.ack()
+    acked = "SELECT COUNT(*) FROM queue_delivery_state WHERE msg_offset = %s AND state = %s"
+    offset = m1.delivery_info["mysqlq"]["offset"]
+    wait_until(
+        lambda: scalar(conn, acked, offset, 2) == 1, timeout=10, what="the ack, out of order"
+    )
+    assert lag(conn, "celery.long-first") == 2  # the watermark waits for m0
+    m0.ack()
+    wait_until(lambda: lag(conn, "celery.long-first") == 0, timeout=10, what="the first ack")
+
+
 def test_higher_priority_first(kombu_connection) -> None:
     from kombu import Queue
 
@@ -254,16 +317,31 @@ def consume_counting_fetches(
 
 def test_a_small_prefetch_window_still_fetches_in_large_batches(kombu_connection) -> None:
     """Celery's window is small (prefetch multiplier x concurrency, 8 here), but the transport
-    holds the window and up to ``max_fetch`` (100) more, and fetches once half of that is free:
-    the first database call brings 100 messages, not one window's worth (16 at most: 13 calls or
-    more for 200), nor the 64 that the held minimum before this version allowed. Later fetches
-    may bring fewer: a partition serves its next batch once the last one's acks reach the
-    database."""
+    holds the window and up to 192 more, and fetches once half of that is free: the first
+    database call brings 100 messages (``max_fetch``), not one window's worth (16 at most: 13
+    calls or more for 200). Later fetches may bring fewer: a partition serves its next batch once
+    the last one's acks reach the database."""
     got, sizes = consume_counting_fetches(kombu_connection, "batched", 200)
     assert sorted(got) == list(range(200))
     batches = [n for n in sizes if n]
     assert batches[0] > 64, batches
     assert len(batches) <= 8, batches
+
+
+def test_the_buffer_is_refilled_a_whole_fetch_at_a_time(kombu_connection) -> None:
+    """With a prefetch window of 8 the transport holds up to 200 (window and buffer): a worker
+    whose buffer still holds 100 fetches 100 more (``max_fetch``), one holding 101 waits. Before
+    this version it held 108 at most, and fetched about 54 at a time once Celery kept up."""
+    channel = kombu_connection(**FAST).channel()
+    channel.basic_qos(0, 8, False)
+    assert channel._room() == 100
+    try:
+        channel._buffer.extend([("q", {})] * 100)  # stand-ins: the rule counts them only
+        assert channel._room() == 100
+        channel._buffer.append(("q", {}))
+        assert channel._room() == 0
+    finally:
+        channel._buffer.clear()
 
 
 def test_one_keyed_partition_serves_a_batch_of_64(kombu_connection) -> None:

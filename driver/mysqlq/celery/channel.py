@@ -27,10 +27,11 @@ MAX_DELAY_MS = 31_536_000_000
 # the pause of a prefetch thread that polls several queues and found none with a message
 IDLE_PAUSE = 0.1
 # the least a prefetch thread holds (its prefetch window and its buffer) with the default
-# fetch_ahead: it fetches half of that or more at a time, as a database call costs about the same
-# for 1 or 50 messages, and the next fetch starts while the buffer still holds the time it takes
-# (a fetch took 7 ms for 32 tasks in a busy worker; a solo worker runs 32 no-op tasks in 3)
-MIN_HELD = 128
+# fetch_ahead: it fetches half of that or more at a time (max_fetch: 100), as a database call
+# costs about the same for 50 or 100 messages, and the next fetch starts while the buffer still
+# holds the time it takes (a fetch took 7 ms for 32 tasks in a busy worker; a solo worker runs 32
+# no-op tasks in 3)
+MIN_HELD = 200
 # header (or message property) naming the partition key of a task: tasks with the same key are
 # delivered in publish order (docs/celery.md)
 KEY_HEADER = "mysqlq_key"
@@ -203,7 +204,7 @@ class Channel(virtual.Channel):
         window = min(self.qos.prefetch_count or o.max_fetch, o.max_fetch)
         ahead = o.fetch_ahead
         if ahead is None:  # one window, and at least MIN_HELD held in all
-            ahead = min(max(window, MIN_HELD - window), o.max_fetch)
+            ahead = min(max(window, MIN_HELD - window), 2 * o.max_fetch)
         free = self.qos.can_consume_max_estimate()
         room = (window if free is None else min(free, window)) + ahead - len(self._buffer)
         return min(room, o.max_fetch) if room >= (window + ahead + 1) // 2 else 0

@@ -3,7 +3,11 @@
 * settles what the channels hand it (``queue_ack``, ``queue_nack``, ``queue_release_messages``,
   ``queue_dead_letter``), in batches: it waits ``settle_interval`` after the first pending
   settle, then sends one call per action and group, a few statements per partition whatever the
-  number of messages;
+  number of messages. An ack that overtook an earlier delivery of its partition still held
+  (a prefork pool's other process still runs it) waits for that one to be settled, at most
+  ``ACK_HOLD``: acks that reach the database in order move the partition's watermark in one
+  statement, where an ack out of order writes a row of its own, which the watermark's move
+  later deletes;
 * extends everything the worker holds (running, prefetched, waiting for an ETA) every
   ``visibility_timeout / 3`` (``queue_extend``), unless ``renew_visibility`` is off;
 * ticks the leases of every group the worker consumes every ``rebalance_interval`` (at most
@@ -22,6 +26,7 @@ thread in a blocking worker): they are only queued here, under a lock.
 from __future__ import annotations
 
 import collections
+import heapq
 import logging
 import threading
 import time
@@ -55,6 +60,10 @@ SETTLE_CHUNK = 5000
 # partition, gives the others' shares up at its next tick, and they take them at theirs
 WARMUP = 2.0
 WARM_TICK = 0.1
+# the longest an ack waits for the earlier deliveries of its partition to be settled before it
+# is sent out of order (a task still running then is a long one): a worker killed meanwhile
+# runs those tasks again, as it would the ones it had not acked
+ACK_HOLD = 0.25
 
 
 class Keeper:
@@ -74,6 +83,16 @@ class Keeper:
         self._ops: collections.deque[tuple[Any, ...]] = collections.deque()
         self._first_op_at = 0.0
         self._held: dict[Any, tuple[str, Triple]] = {}
+        # per (group, partition): the offsets held (a heap), and those of them settled since
+        # (taken off the heap when they reach its top); the acks that wait for an earlier
+        # offset to be settled, each with the time it was queued
+        self._open: dict[tuple[str, int], list[int]] = {}
+        self._gone: collections.defaultdict[tuple[str, int], collections.Counter[int]] = (
+            collections.defaultdict(collections.Counter)
+        )
+        self._early: collections.defaultdict[tuple[str, int], list[tuple[float, Any]]] = (
+            collections.defaultdict(list)
+        )
         self._consuming: dict[str, tuple[str, int]] = {}  # group -> (topic, consumers)
         self._warm_until = 0.0  # ticks every WARM_TICK until then (a group joined)
         self._thread: threading.Thread | None = None
@@ -129,6 +148,7 @@ class Keeper:
         """The worker holds this delivery: keep it invisible until it is settled."""
         with self.lock:
             self._held[tag] = (group, triple)
+            heapq.heappush(self._open.setdefault((group, triple[0]), []), triple[1])
 
     def hold_many(self, group: str, rows: list[dict]) -> None:
         """Hold every delivery of a fetch's rows, under one lock (tags as ``hold``'s callers
@@ -139,6 +159,8 @@ class Keeper:
             entries.append((tag_of(triple), (group, triple)))
         with self.lock:
             self._held.update(entries)
+            for _tag, (_group, (pid, offset, _token)) in entries:
+                heapq.heappush(self._open.setdefault((group, pid), []), offset)
 
     def settle(self, tag: Any, action: str, *extra: Any) -> bool:
         """Settle a held delivery (ack, nack, release, dead_letter) in the next flush; False when
@@ -148,9 +170,64 @@ class Keeper:
             if entry is None or self.closed:
                 return False
             group, triple = entry
-            self._queue((action, group, triple, *extra))
+            op = (action, group, triple, *extra)
+            part = (group, triple[0])
+            self._gone[part][triple[1]] += 1
+            first = self._first_open(part)
+            if action == ACK and first is not None and first < triple[1]:
+                # an earlier delivery of the partition is still held: wait for it
+                if not self._early:
+                    self._wake.notify()  # the thread's deadline: ACK_HOLD from now
+                self._early[part].append((time.monotonic(), op))
+            else:
+                self._queue(op)
+                if part in self._early:
+                    self._release_early(part, first)
         self.on_settle()
         return True
+
+    def _first_open(self, part: tuple[str, int]) -> int | None:
+        """(under the lock) The lowest offset of the partition still held, or None."""
+        heap, gone = self._open.get(part), self._gone[part]
+        while heap and gone[heap[0]]:
+            offset = heapq.heappop(heap)
+            if gone[offset] == 1:
+                del gone[offset]
+            else:
+                gone[offset] -= 1
+        if not heap:
+            # nothing held: forget the partition (what was settled and not held is gone too)
+            self._open.pop(part, None)
+            del self._gone[part]
+            return None
+        if len(gone) > 4 * len(heap) + 64:
+            # settled offsets behind a delivery held long (a long task): drop them from the heap
+            kept = []
+            for offset in heap:
+                if gone[offset]:
+                    gone[offset] -= 1
+                else:
+                    kept.append(offset)
+            heapq.heapify(kept)
+            self._open[part] = heap = kept
+            gone.clear()
+        return heap[0]
+
+    def _release_early(self, part: tuple[str, int], first: int | None, now: float = 0.0) -> None:
+        """(under the lock) Queue the partition's waiting acks that no held delivery precedes now
+        (``first``: its lowest held offset), or that waited ACK_HOLD by ``now``."""
+        ready, waiting = [], []
+        for entry in self._early[part]:
+            at, op = entry
+            offset = op[2][1]
+            done = first is None or offset < first or (now and at + ACK_HOLD <= now)
+            (ready if done else waiting).append(entry)
+        if waiting:
+            self._early[part] = waiting
+        else:
+            del self._early[part]
+        for _at, op in ready:
+            self._queue(op)
 
     def _queue(self, op: tuple[Any, ...]) -> None:
         """(under the lock)"""
@@ -175,12 +252,18 @@ class Keeper:
                     if time.monotonic() < self._warm_until:
                         next_tick = min(next_tick, last_tick + min(tick_every, WARM_TICK))
                     due = min(next_extend, next_tick)
+                    if self._early:
+                        oldest = min(e[0][0] for e in self._early.values())
+                        due = min(due, oldest + ACK_HOLD)
                     if self._ops:
                         due = min(due, self._first_op_at + o.settle_interval)
                     timeout = due - time.monotonic()
                     if timeout <= 0:
                         break
                     self._wake.wait(timeout)
+                now = time.monotonic()
+                for part in list(self._early):
+                    self._release_early(part, None if self.closing else self._first_open(part), now)
                 ops = list(self._ops)
                 self._ops.clear()
                 closing = self.closing
@@ -285,6 +368,8 @@ class Keeper:
             thread.join(timeout)
         else:
             with self.lock:
+                for part in list(self._early):
+                    self._release_early(part, None)
                 ops = list(self._ops)
                 self._ops.clear()
             try:
@@ -294,3 +379,6 @@ class Keeper:
         with self.lock:
             self.closed = True
             self._held.clear()
+            self._open.clear()
+            self._gone.clear()
+            self._early.clear()

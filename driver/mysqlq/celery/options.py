@@ -116,8 +116,8 @@ class Options:
     # messages one fetch asks for at most (and the window when the channel has no prefetch limit)
     max_fetch: int = 100
     # messages a worker fetches ahead into its buffer beyond Celery's prefetch window (None: one
-    # window, and at least 128 held in all, window and buffer, at most max_fetch ahead; 0: none,
-    # the window is all it holds)
+    # window, and at least 200 held in all, window and buffer, at most 2 x max_fetch ahead; 0:
+    # none, the window is all it holds)
     fetch_ahead: int | None = None
     # the least number of partitions a consumer makes sure its queue's topic has (None: leave
     # the topic's setting, 16 for a new topic); unkeyed tasks are spread over them, and at most
