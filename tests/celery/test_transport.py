@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import queue
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -148,6 +149,13 @@ def test_closing_gives_prefetched_messages_back_at_once(kombu_connection, conn) 
         m.ack()
 
 
+def drain_until(c, done: Callable[[], bool], timeout: float = 30) -> None:
+    """Drain kombu connection ``c``'s events until ``done()``, for ``timeout`` seconds at most."""
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        c.drain_events(timeout=5)
+
+
 def held_in_partitions(kombu_connection, name: str, keys: list[str]) -> tuple[Any, list[Any]]:
     """Publish one message per key to queue ``name``, then take them all on a consumer that acks
     nothing yet: the connection and the messages, in publish order."""
@@ -159,9 +167,7 @@ def held_in_partitions(kombu_connection, name: str, keys: list[str]) -> tuple[An
         q.put(i, headers={"mysqlq_key": key})
     got: list[Any] = []
     with Consumer(c.channel(), [q.queue], callbacks=[lambda _b, m: got.append(m)]):
-        deadline = time.monotonic() + 30
-        while len(got) < len(keys) and time.monotonic() < deadline:
-            c.drain_events(timeout=5)
+        drain_until(c, lambda: len(got) >= len(keys))
     return c, sorted(got, key=lambda m: m.payload)
 
 
@@ -309,9 +315,7 @@ def consume_counting_fetches(
         message.ack()
 
     with Consumer(c.channel(), [jobs], callbacks=[on_message], prefetch_count=8):
-        deadline = time.monotonic() + 30
-        while len(got) < total and time.monotonic() < deadline:
-            c.drain_events(timeout=5)
+        drain_until(c, lambda: len(got) >= total)
     return got, sizes
 
 

@@ -26,7 +26,7 @@ import socket
 import weakref
 from typing import Any
 
-from mysqlq.celery.keeper import Keeper, Triple
+from mysqlq.celery.keeper import Keeper
 from mysqlq.celery.options import Options
 from mysqlq.celery.session import Session
 from mysqlq.errors import InvalidArgument, PermissionDenied
@@ -196,9 +196,6 @@ class Broker:
         self.stats["fetch calls"] += 1
         self.stats["fetched"] += len(rows)
         return rows
-
-    def hold(self, tag: Any, group: str, triple: Triple) -> None:
-        self.keeper.hold(tag, group, triple)
 
     def hold_many(self, group: str, rows: list[dict]) -> None:
         """Hold every delivery of a fetch's rows (tag ``mysqlq:<partition>:<offset>:<token>``)."""

@@ -144,12 +144,6 @@ class Keeper:
             del self._consuming[group]
             self._queue((DEREGISTER, group, topic))
 
-    def hold(self, tag: Any, group: str, triple: Triple) -> None:
-        """The worker holds this delivery: keep it invisible until it is settled."""
-        with self.lock:
-            self._held[tag] = (group, triple)
-            heapq.heappush(self._open.setdefault((group, triple[0]), []), triple[1])
-
     def hold_many(self, group: str, rows: list[dict]) -> None:
         """Hold every delivery of a fetch's rows, under one lock (tags as ``hold``'s callers
         make them: ``mysqlq:<partition>:<offset>:<token>``)."""
@@ -213,14 +207,16 @@ class Keeper:
             gone.clear()
         return heap[0]
 
-    def _release_early(self, part: tuple[str, int], first: int | None, now: float = 0.0) -> None:
+    def _release_early(
+        self, part: tuple[str, int], first: int | None, now: float | None = None
+    ) -> None:
         """(under the lock) Queue the partition's waiting acks that no held delivery precedes now
-        (``first``: its lowest held offset), or that waited ACK_HOLD by ``now``."""
+        (``first``: its lowest held offset), or that waited ACK_HOLD by ``now`` (when given)."""
         ready, waiting = [], []
         for entry in self._early[part]:
             at, op = entry
             offset = op[2][1]
-            done = first is None or offset < first or (now and at + ACK_HOLD <= now)
+            done = first is None or offset < first or (now is not None and at + ACK_HOLD <= now)
             (ready if done else waiting).append(entry)
         if waiting:
             self._early[part] = waiting
