@@ -13,18 +13,22 @@ by its pid file, RabbitMQ's beam.smp; Linux /proc), from the first task's start 
 one's; then the ratios mysqlq / SQLAlchemy.
 
 kombu's SQLAlchemy transport (``sqla+mysql+mysqldb://``) is the database broker Celery users on
-MySQL have; its tables (``kombu_queue``, ``kombu_message``) go into the same throwaway database.
-A worker that exits early (the issue reports ``StaleDataError`` with several consumers) is
-reported, and the run then ends at ``--timeout``. ``--amqp URL`` adds a RabbitMQ run: Celery's
-own ceiling on the machine. ``--option KEY=VALUE`` sets a mysqlq transport option;
+MySQL have; its tables (``kombu_queue``, ``kombu_message``) go into a throwaway database as
+mysqlq's do. Every run, of every broker, has a database of its own: the SQLAlchemy transport
+keeps every message it delivered (marked invisible), and on MariaDB it slows as its table grows,
+so a run in a database that earlier runs filled would measure the runs before it. A worker that
+exits early (the issue reports ``StaleDataError`` with several consumers) is reported, and the run
+then ends at ``--timeout``. ``--amqp URL`` adds a RabbitMQ run: Celery's own ceiling on the
+machine. ``--option KEY=VALUE`` sets a mysqlq transport option;
 ``--blocking`` adds mysqlq runs with Celery's blocking loop instead of its event loop.
 
 Usage: python scripts/bench_celery.py [--dsn mysql://root@127.0.0.1:3306] [--tasks 5000]
        [--sqla-tasks N] [--repeat 3] [--workers 2] [--concurrency 2]
        [--prefetch-multiplier 4] [--only mysqlq|sqlalchemy] [--option KEY=VALUE]
        [--blocking] [--amqp amqp://guest:guest@127.0.0.1:5672//]
-The DSN names a server (any database in it is ignored); a throwaway database is created and
-dropped. Without --dsn: the server the tests use (MYSQLQ_TEST_SERVER=mysql: a throwaway MySQL).
+The DSN names a server (any database in it is ignored); each run's throwaway database is
+created and dropped. Without --dsn: the server the tests use (MYSQLQ_TEST_SERVER=mysql: a
+throwaway MySQL).
 
 This file is also the Celery app the workers load (``celery -A bench_celery``): with
 ``BENCH_CELERY_BROKER`` set, importing it builds the app.
@@ -174,9 +178,10 @@ def run(
     # the first task seen to the last one (start-up left out)
     cpu_start: tuple[int, dict[str, float]] | None = None
     cpu_end: tuple[int, dict[str, float]] | None = None
+    files = TaskFiles(out)
     try:
         while time.monotonic() < deadline:
-            seen = len(read_runs(out))
+            seen = len(files.poll())
             if seen and cpu_start is None:
                 cpu_start = (seen, cpu_sample(procs, server_pids))
             if seen >= tasks:
@@ -197,7 +202,7 @@ def run(
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
-    runs = read_runs(out)
+    runs = files.poll()
     starts = sorted(t for _n, t in runs)
     done = {n for n, _t in runs}
     span = (starts[-1] - starts[0]) if len(starts) > 1 else 0.0
@@ -256,14 +261,29 @@ def process_named(name: str) -> int | None:
     return None
 
 
-def read_runs(out: Path) -> list[tuple[int, float]]:
-    runs = []
-    for path in out.glob("*.txt"):
-        for line in path.read_text().splitlines():
-            parts = line.split()
-            if len(parts) == 2:
-                runs.append((int(parts[0]), float(parts[1])))
-    return runs
+class TaskFiles:
+    """The tasks the pool processes wrote so far (``n time`` lines, a file per process), read
+    incrementally: polled every 50 ms, it reads only what is new (the bench shares the cores
+    it measures)."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.runs: list[tuple[int, float]] = []
+        self._read: dict[Path, int] = {}
+
+    def poll(self) -> list[tuple[int, float]]:
+        for path in self.out.glob("*.txt"):
+            start = self._read.get(path, 0)
+            with path.open("rb") as f:
+                f.seek(start)
+                data = f.read()
+            end = data.rfind(b"\n") + 1  # a line being written is read at the next poll
+            self._read[path] = start + end
+            for line in data[:end].splitlines():
+                parts = line.split()
+                if len(parts) == 2:
+                    self.runs.append((int(parts[0]), float(parts[1])))
+        return self.runs
 
 
 def tail_errors(log: str) -> str:
@@ -372,55 +392,61 @@ def main(argv: list[str] | None = None) -> int:
             cleanup.callback(server.stop)
         server_dsn = with_database(args.dsn or server.dsn, None)
         revision, objects = harness.head_schema()
-        db = cleanup.enter_context(
-            harness.throwaway_database(
+
+        def database() -> contextlib.AbstractContextManager:
+            return harness.throwaway_database(
                 server_dsn, objects=objects, revision=revision, prefix="mysqlq_bench_"
             )
-        )
-        conn = db.connect()
-        cur = conn.cursor()
-        cur.execute("SELECT VERSION()")
-        (version,) = cur.fetchone()
-        db_pid = bench_server.server_pid(conn)  # a server in a chroot too (by its port)
-        conn.close()
-        rest = db.dsn.split("://", 1)[1]
-        brokers = {
-            "mysqlq": ("mysqlq://" + rest, args.tasks, options),
-            "sqlalchemy": (
-                "sqla+" + str(parse_dsn(db.dsn).replace(drivername="mysql+mysqldb")),
-                args.sqla_tasks or args.tasks,
-                None,
-            ),
+
+        def url(name: str, dsn: str) -> str:
+            if name == "rabbitmq":
+                return args.amqp
+            if name == "sqlalchemy":
+                return "sqla+" + str(parse_dsn(dsn).replace(drivername="mysql+mysqldb"))
+            return "mysqlq://" + dsn.split("://", 1)[1]
+
+        with database() as db:
+            conn = db.connect()
+            cur = conn.cursor()
+            cur.execute("SELECT VERSION()")
+            (version,) = cur.fetchone()
+            db_pid = bench_server.server_pid(conn)  # a server in a chroot too (by its port)
+            conn.close()
+        brokers = {  # name: (tasks, transport options)
+            "mysqlq": (args.tasks, options),
+            "sqlalchemy": (args.sqla_tasks or args.tasks, None),
         }
         if args.only:
             brokers = {args.only: brokers[args.only]}
         if args.blocking and "mysqlq" in brokers:
             brokers["mysqlq-blocking"] = brokers["mysqlq"]
         if args.amqp:
-            brokers["rabbitmq"] = (args.amqp, args.tasks, None)
+            brokers["rabbitmq"] = (args.tasks, None)
         print(
             f"Celery on {version}: {args.workers} workers x {args.pool} {args.concurrency}, "
             f"acks_late, prefetch multiplier {args.prefetch_multiplier}, no-op tasks; "
-            f"{args.repeat} run(s) per broker" + (f"; mysqlq options {options}" if options else ""),
+            f"{args.repeat} run(s) per broker, each in a new database"
+            + (f"; mysqlq options {options}" if options else ""),
             flush=True,
         )
         runs: dict[str, list[dict]] = {name: [] for name in brokers}
         order = list(brokers)
         for i in range(args.repeat):
             for name in order[i % len(order) :] + order[: i % len(order)]:
-                url, tasks, opts = brokers[name]
-                r = run(
-                    url,
-                    tasks,
-                    args.workers,
-                    args.concurrency,
-                    args.timeout,
-                    opts,
-                    args.prefetch_multiplier,
-                    blocking=name == "mysqlq-blocking",
-                    server_pids=server_pids(name, db_pid),
-                    pool=args.pool,
-                )
+                tasks, opts = brokers[name]
+                with database() as db:
+                    r = run(
+                        url(name, db.dsn),
+                        tasks,
+                        args.workers,
+                        args.concurrency,
+                        args.timeout,
+                        opts,
+                        args.prefetch_multiplier,
+                        blocking=name == "mysqlq-blocking",
+                        server_pids=server_pids(name, db_pid),
+                        pool=args.pool,
+                    )
                 runs[name].append(r)
                 for w, text in r["errors"].items():
                     print(f"  {name} run {i + 1}, worker {w}: {text}", flush=True)
