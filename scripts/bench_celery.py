@@ -14,7 +14,7 @@ one's; then the ratios mysqlq / SQLAlchemy.
 
 kombu's SQLAlchemy transport (``sqla+mysql+mysqldb://``) is the database broker Celery users on
 MySQL have; its tables (``kombu_queue``, ``kombu_message``) go into a throwaway database as
-mysqlq's do. Every run, of every broker, has a database of its own: the SQLAlchemy transport
+mysqlq's do. Every mysqlq or SQLAlchemy run has a database of its own: the SQLAlchemy transport
 keeps every message it delivered (marked invisible), and on MariaDB it slows as its table grows,
 so a run in a database that earlier runs filled would measure the runs before it. A worker that
 exits early (the issue reports ``StaleDataError`` with several consumers) is reported, and the run
@@ -378,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         publish(args.publish)
         return 0
 
-    from mysqlq.connection import parse_dsn, with_database
+    from mysqlq.connection import connect, parse_dsn, with_database
     from mysqlq_dev import harness, localserver
     from mysqlq_dev.bench import server as bench_server
 
@@ -399,19 +399,16 @@ def main(argv: list[str] | None = None) -> int:
             )
 
         def url(name: str, dsn: str) -> str:
-            if name == "rabbitmq":
-                return args.amqp
             if name == "sqlalchemy":
                 return "sqla+" + str(parse_dsn(dsn).replace(drivername="mysql+mysqldb"))
             return "mysqlq://" + dsn.split("://", 1)[1]
 
-        with database() as db:
-            conn = db.connect()
-            cur = conn.cursor()
-            cur.execute("SELECT VERSION()")
-            (version,) = cur.fetchone()
-            db_pid = bench_server.server_pid(conn)  # a server in a chroot too (by its port)
-            conn.close()
+        conn = connect(server_dsn)
+        cur = conn.cursor()
+        cur.execute("SELECT VERSION()")
+        (version,) = cur.fetchone()
+        db_pid = bench_server.server_pid(conn)  # a server in a chroot too (by its port)
+        conn.close()
         brokers = {  # name: (tasks, transport options)
             "mysqlq": (args.tasks, options),
             "sqlalchemy": (args.sqla_tasks or args.tasks, None),
@@ -425,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"Celery on {version}: {args.workers} workers x {args.pool} {args.concurrency}, "
             f"acks_late, prefetch multiplier {args.prefetch_multiplier}, no-op tasks; "
-            f"{args.repeat} run(s) per broker, each in a new database"
+            f"{args.repeat} run(s) per broker, each mysqlq or SQLAlchemy run in a new database"
             + (f"; mysqlq options {options}" if options else ""),
             flush=True,
         )
@@ -434,9 +431,10 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.repeat):
             for name in order[i % len(order) :] + order[: i % len(order)]:
                 tasks, opts = brokers[name]
-                with database() as db:
+                # RabbitMQ's runs need no database
+                with contextlib.nullcontext() if name == "rabbitmq" else database() as db:
                     r = run(
-                        url(name, db.dsn),
+                        args.amqp if db is None else url(name, db.dsn),
                         tasks,
                         args.workers,
                         args.concurrency,

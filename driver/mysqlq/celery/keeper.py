@@ -4,7 +4,8 @@
   ``queue_dead_letter``), in batches: it waits ``settle_interval`` after the first pending
   settle, then sends one call per action and group, a few statements per partition whatever the
   number of messages. An ack that overtook an earlier delivery of its partition still held
-  (a prefork pool's other process still runs it) waits for that one to be settled, at most
+  (a prefork pool's other process still runs it, or Celery's event loop ran its ack callbacks,
+  which kombu's hub keeps in a set, in another order) waits for that one to be settled, at most
   ``ACK_HOLD``: acks that reach the database in order move the partition's watermark in one
   statement, where an ack out of order writes a row of its own, which the watermark's move
   later deletes;
