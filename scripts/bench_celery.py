@@ -12,6 +12,13 @@ the workers' main processes, their pool processes and the server (the database's
 by its pid file, RabbitMQ's beam.smp; Linux /proc), from the first task's start to the last
 one's; then the ratios mysqlq / SQLAlchemy.
 
+Run lengths: by default a mysqlq (and RabbitMQ) run has 20,000 tasks and a SQLAlchemy run 5,000,
+so that each drains for several seconds (mysqlq about 4, SQLAlchemy about 10 on a 2-core host).
+With 5,000 tasks a mysqlq run lasted about a second, of which the second worker's start (its
+first task about 0.2 s after the first worker's) took a fifth. SQLAlchemy's rate does not improve
+with longer runs: in a 20,000-task run on MariaDB it held its 5,000-task rate until a deadlock
+(1213) sent both workers reconnecting, then drained about 20 tasks/s for nearly two minutes.
+
 kombu's SQLAlchemy transport (``sqla+mysql+mysqldb://``) is the database broker Celery users on
 MySQL have; its tables (``kombu_queue``, ``kombu_message``) go into a throwaway database as
 mysqlq's do. Every mysqlq or SQLAlchemy run has a database of its own: the SQLAlchemy transport
@@ -22,9 +29,9 @@ then ends at ``--timeout``. ``--amqp URL`` adds a RabbitMQ run: Celery's own cei
 machine. ``--option KEY=VALUE`` sets a mysqlq transport option;
 ``--blocking`` adds mysqlq runs with Celery's blocking loop instead of its event loop.
 
-Usage: python scripts/bench_celery.py [--dsn mysql://root@127.0.0.1:3306] [--tasks 5000]
-       [--sqla-tasks N] [--repeat 3] [--workers 2] [--concurrency 2]
-       [--prefetch-multiplier 4] [--only mysqlq|sqlalchemy] [--option KEY=VALUE]
+Usage: python scripts/bench_celery.py [--dsn mysql://root@127.0.0.1:3306] [--tasks 20000]
+       [--sqla-tasks 5000] [--pool prefork|solo|threads] [--repeat 3] [--workers 2]
+       [--concurrency 2] [--prefetch-multiplier 4] [--only mysqlq|sqlalchemy] [--option KEY=VALUE]
        [--blocking] [--amqp amqp://guest:guest@127.0.0.1:5672//]
 The DSN names a server (any database in it is ignored); each run's throwaway database is
 created and dropped. Without --dsn: the server the tests use (MYSQLQ_TEST_SERVER=mysql: a
@@ -339,8 +346,10 @@ def summary(name: str, runs: list[dict]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dsn", help="server URL (default: the local server the tests use)")
-    parser.add_argument("--tasks", type=int, default=5000, help="tasks per run on mysqlq")
-    parser.add_argument("--sqla-tasks", type=int, help="tasks per run on SQLAlchemy (--tasks)")
+    parser.add_argument(
+        "--tasks", type=int, default=20000, help="tasks per run on mysqlq (and RabbitMQ)"
+    )
+    parser.add_argument("--sqla-tasks", type=int, default=5000, help="tasks per run on SQLAlchemy")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument(
@@ -411,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
         conn.close()
         brokers = {  # name: (tasks, transport options)
             "mysqlq": (args.tasks, options),
-            "sqlalchemy": (args.sqla_tasks or args.tasks, None),
+            "sqlalchemy": (args.sqla_tasks, None),
         }
         if args.only:
             brokers = {args.only: brokers[args.only]}

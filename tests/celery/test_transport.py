@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from helpers.support import rows, scalar, wait_until
 
-from mysqlq.celery.channel import eta_delay_ms
+from mysqlq.celery.channel import _envelope, eta_delay_ms
 from mysqlq.celery.options import MAX_TOPIC, Options, topic_for
 
 FAST = {"polling_interval": 0.1, "lease_duration": 1}
@@ -62,6 +62,25 @@ def test_eta_header_becomes_a_delay() -> None:
     assert eta_delay_ms({"eta": eta.isoformat().replace("+00:00", "Z")}, now=now) == 2500
     assert eta_delay_ms({"eta": "2000-01-01T00:00:00+00:00"}, now=now) == 0
     assert eta_delay_ms({"eta": None}) == eta_delay_ms({}) == eta_delay_ms(None) == 0
+
+
+def test_an_envelope_decodes_as_kombu_decodes_it() -> None:
+    """The channel decodes a message without kombu's hook when the text cannot hold the key the
+    hook looks for; every text still decodes to what kombu's decoder makes of it."""
+    from kombu.utils import json as kombu_json
+
+    when = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+    texts = [
+        kombu_json.dumps({"body": kombu_json.dumps([[1], {"at": when}]), "headers": {"n": 1}}),
+        kombu_json.dumps({"body": "x", "headers": {"eta": when}}),  # the hook's key, plain
+        kombu_json.dumps({"body": "caf\u00e9", "headers": {}}),  # escaped text
+        # the hook's key escaped: {"__type__": "decimal", "__value__": "1.5"}
+        '{"h": {"\\u005f_type__": "decimal", "__value__": "1.5"}}',
+    ]
+    for text in texts:
+        assert _envelope(text) == kombu_json.loads(text), text
+    assert _envelope(texts[1])["headers"]["eta"] == when
+    assert str(_envelope(texts[3])["h"]) == "1.5"
 
 
 def test_publish_consume_ack(kombu_connection, conn) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import datetime
+import json
 import logging
 import threading
 import time
@@ -45,6 +46,16 @@ def _name(value: Any) -> str | None:
     return value or None
 
 
+def _envelope(text: str) -> Any:
+    """A kombu message decoded as kombu decodes it. kombu's decoder calls a hook for every JSON
+    object, which only changes an object keyed ``__type__`` (kombu's encoding of dates, UUIDs,
+    decimals): a text that cannot hold that key (not even escaped) is decoded without the hook,
+    in three quarters of the time."""
+    if "__type__" in text or "\\u" in text:
+        return kombu_json.loads(text)
+    return json.loads(text)
+
+
 def eta_delay_ms(headers: dict[str, Any] | None, now: float | None = None) -> int:
     """Milliseconds until the ETA of a Celery message (protocol 2 ``eta`` header), 0 if none."""
     eta = (headers or {}).get("eta")
@@ -66,7 +77,7 @@ class Channel(virtual.Channel):
     """A kombu channel whose queues are mysqlq topics (see the module documentation).
 
     Settling costs the consumer thread no thread switch: an ack is queued for the keeper (which
-    is woken only by the first of a batch), wakes the prefetch thread only when it waits for
+    is woken only when it would look too late by itself), wakes the prefetch thread only when it waits for
     room and there is room now (:meth:`poke`), and wakes the event loop only when a buffered
     message became deliverable (and not while the loop is delivering: see Transport.wake).
 
@@ -300,7 +311,7 @@ class Channel(virtual.Channel):
         triple = (int(row["partition_id"]), int(row["offset"]), int(row["token"]))
         tag = tag_of(triple)
         try:
-            payload = kombu_json.loads(bytes(row["payload"]).decode("utf-8"))
+            payload = _envelope(bytes(row["payload"]).decode("utf-8"))
             props = payload["properties"]
         except Exception as exc:
             log.error("mysqlq: %s offset %s is not a kombu message (%r)", group, triple[1], exc)

@@ -83,6 +83,10 @@ class Keeper:
         self._wake = threading.Condition(self.lock)
         self._ops: collections.deque[tuple[Any, ...]] = collections.deque()
         self._first_op_at = 0.0
+        # the latest time the thread looks at what is queued without being woken (0: it is
+        # not waiting, and looks before it waits again): a settle wakes it only when it would
+        # otherwise look too late, as waking it costs the settling thread a thread switch
+        self._due = float("inf")
         self._held: dict[Any, tuple[str, Triple]] = {}
         # per (group, partition): the offsets held (a heap), and those of them settled since
         # (taken off the heap when they reach its top); the acks that wait for an earlier
@@ -171,9 +175,10 @@ class Keeper:
             first = self._first_open(part)
             if action == ACK and first is not None and first < triple[1]:
                 # an earlier delivery of the partition is still held: wait for it
-                if not self._early:
+                at = time.monotonic()
+                if self._due > at + ACK_HOLD:
                     self._wake.notify()  # the thread's deadline: ACK_HOLD from now
-                self._early[part].append((time.monotonic(), op))
+                self._early[part].append((at, op))
             else:
                 self._queue(op)
                 if part in self._early:
@@ -230,8 +235,9 @@ class Keeper:
         """(under the lock)"""
         if not self._ops:
             # the first pending settle sets the thread's deadline; the others wake no one
-            self._first_op_at = time.monotonic()
-            self._wake.notify()
+            self._first_op_at = now = time.monotonic()
+            if self._due > now + self.options.settle_interval:
+                self._wake.notify()
         self._ops.append(op)
 
     # the thread ----------------------------------------------------------------------------
@@ -257,7 +263,9 @@ class Keeper:
                     timeout = due - time.monotonic()
                     if timeout <= 0:
                         break
+                    self._due = due
                     self._wake.wait(timeout)
+                    self._due = 0.0
                 now = time.monotonic()
                 for part in list(self._early):
                     self._release_early(part, None if self.closing else self._first_open(part), now)
