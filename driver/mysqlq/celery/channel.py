@@ -77,9 +77,10 @@ class Channel(virtual.Channel):
     """A kombu channel whose queues are mysqlq topics (see the module documentation).
 
     Settling costs the consumer thread no thread switch: an ack is queued for the keeper (which
-    is woken only when it would look too late by itself), wakes the prefetch thread only when it waits for
-    room and there is room now (:meth:`poke`), and wakes the event loop only when a buffered
-    message became deliverable (and not while the loop is delivering: see Transport.wake).
+    is woken only when it would look too late by itself), wakes the prefetch thread only when it
+    waits for room and there is room now (:meth:`poke`), and wakes the event loop only when a
+    buffered message became deliverable (and not while the loop is delivering: see
+    Transport.wake).
 
     A consuming channel runs a prefetch thread with a fetch session of its own: it fetches into
     a buffer, which the consumer thread delivers from as Celery's prefetch window
