@@ -84,8 +84,7 @@ class Keeper:
         self._ops: collections.deque[tuple[Any, ...]] = collections.deque()
         self._first_op_at = 0.0
         # the latest time the thread looks at what is queued without being woken (0: it is
-        # not waiting, and looks before it waits again): a settle wakes it only when it would
-        # otherwise look too late, as waking it costs the settling thread a thread switch
+        # not waiting, and looks before it waits again; see _look_by)
         self._due = float("inf")
         self._held: dict[Any, tuple[str, Triple]] = {}
         # per (group, partition): the offsets held (a heap), and those of them settled since
@@ -176,8 +175,7 @@ class Keeper:
             if action == ACK and first is not None and first < triple[1]:
                 # an earlier delivery of the partition is still held: wait for it
                 at = time.monotonic()
-                if self._due > at + ACK_HOLD:
-                    self._wake.notify()  # the thread's deadline: ACK_HOLD from now
+                self._look_by(at + ACK_HOLD)
                 self._early[part].append((at, op))
             else:
                 self._queue(op)
@@ -235,10 +233,16 @@ class Keeper:
         """(under the lock)"""
         if not self._ops:
             # the first pending settle sets the thread's deadline; the others wake no one
-            self._first_op_at = now = time.monotonic()
-            if self._due > now + self.options.settle_interval:
-                self._wake.notify()
+            self._first_op_at = time.monotonic()
+            self._look_by(self._first_op_at + self.options.settle_interval)
         self._ops.append(op)
+
+    def _look_by(self, at: float) -> None:
+        """(under the lock) Make sure the thread looks at what is queued by ``at``: it is woken
+        only when it would look later by itself, as waking it costs the settling thread (Celery's
+        event loop) a thread switch."""
+        if self._due > at:
+            self._wake.notify()
 
     # the thread ----------------------------------------------------------------------------
 
